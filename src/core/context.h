@@ -1,0 +1,71 @@
+/*
+ * Device context (ibv_open_device). Owner: core.
+ * Owns the UDP endpoints, the QP-number table, the MR table, the progress thread,
+ * the async event pipe and the completion counters created on it.
+ */
+#ifndef SWV_CORE_CONTEXT_H
+#define SWV_CORE_CONTEXT_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "core/mr.h"
+#include "net/addr.h"
+#include "net/endpoint.h"
+#include "progress/progress.h"
+#include "util/list.h"
+
+struct swv_qp;
+struct swv_fault;
+
+/* One UDP socket and the QPs whose QPN carries its port. */
+struct swv_qp_port {
+	struct swv_endpoint ep;
+	struct swv_qp *_Atomic slot[SWV_QPN_SLOTS]; /* written under qp_lock, read lock-free */
+	unsigned used;
+};
+
+#define SWV_MAX_QP_PORTS 64 /* 64 sockets x 256 slots = 16384 QPs per context */
+
+struct swv_context {
+	struct swv_device *dev;
+	const struct swv_dev_config *cfg;
+	struct swv_fault *fault;
+
+	pthread_mutex_t qp_lock; /* protects ports[], nports, slot writes, qp_list */
+	struct swv_qp_port *ports[SWV_MAX_QP_PORTS];
+	unsigned nports;
+	struct swv_list qp_list; /* all QPs, for timer scans by the progress thread */
+
+	struct swv_mr_table mrs;
+	struct swv_progress progress;
+
+	int async_wfd; /* write end; read end is ibctx.async_fd */
+
+	pthread_mutex_t cntr_lock; /* protects cntr_list, ncntrs, next_cntr_handle */
+	struct swv_list cntr_list;
+	uint32_t ncntrs, next_cntr_handle;
+
+	/* Must be last: ibv_context is the last member of verbs_context, and programs
+	 * reach the verbs_context by subtracting from the ibv_context pointer. */
+	struct verbs_context vctx;
+};
+
+static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
+{
+	return swv_container_of(ibctx, struct swv_context, vctx.context);
+}
+
+/* Allocate a QPN (and its slot) for qp; may open a new UDP socket. Returns 0 or
+ * ENOMEM. The QP becomes visible to the progress thread immediately. */
+int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,
+		      struct swv_endpoint **ep);
+/* Remove qp from the table and wait until the progress thread no longer uses it. */
+void swv_ctx_qpn_free(struct swv_context *ctx, struct swv_qp *qp, uint32_t qpn);
+/* Progress thread: QP addressed by qpn on endpoint ep, or NULL. */
+struct swv_qp *swv_ctx_qp_lookup(struct swv_context *ctx, struct swv_endpoint *ep, uint32_t qpn);
+
+#endif

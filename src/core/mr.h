@@ -1,0 +1,67 @@
+/*
+ * Memory regions and every access to registered memory. Owner: core.
+ *
+ * This module is the protection boundary: all local SGE gathers/scatters and all remote
+ * accesses go through the functions below, which check key, PD, bounds and access
+ * right and perform the copy while holding the context's MR read lock, so a
+ * concurrent ibv_dereg_mr can never leave a copy touching unregistered memory.
+ *
+ * Keys: index in the context's MR table (low 16 bits) | random bits (high 16 bits);
+ * lkey and rkey draw different random bits.
+ */
+#ifndef SWV_CORE_MR_H
+#define SWV_CORE_MR_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct swv_context;
+struct swv_pd;
+
+struct swv_mr {
+	struct ibv_mr ibmr; /* addr/length/lkey/rkey as the user sees them */
+	struct swv_pd *pd;
+	unsigned access;    /* IBV_ACCESS_* */
+	uint64_t iova;      /* remote VA of byte 0 (= addr unless reg_mr_iova) */
+	uint8_t *base;      /* host address of byte 0 */
+	uint64_t length;
+};
+
+/* The context's MR table; embedded in struct swv_context. */
+struct swv_mr_table {
+	pthread_rwlock_t lock;   /* writers: reg/dereg; readers: every access below */
+	struct swv_mr **slot;    /* indexed by key & 0xffff; NULL = free */
+	uint32_t nslots, nused;
+};
+
+int swv_mr_table_init(struct swv_mr_table *t);
+void swv_mr_table_destroy(struct swv_mr_table *t);
+
+/* Local access. Returns 0, or IBV_WC_LOC_PROT_ERR for a bad lkey / wrong PD / out of
+ * bounds / missing IBV_ACCESS_LOCAL_WRITE on scatter. 'offset' skips that many bytes
+ * of the SGE list first. */
+int swv_mr_gather(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		  unsigned nsge, uint64_t offset, void *dst, size_t len);
+int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		   unsigned nsge, uint64_t offset, const void *src, size_t len);
+/* Validate an SGE list without copying (post time). Returns 0 or IBV_WC_LOC_PROT_ERR. */
+int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		      unsigned nsge, unsigned access);
+
+/* Remote access (responder). Returns 0, or EACCES for bad rkey / wrong PD / out of
+ * bounds / missing right (the responder answers NAK remote access error). A zero
+ * length access succeeds without looking at the key. */
+int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			uint64_t len, unsigned access);
+int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			const void *src, size_t len);
+int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+		       void *dst, size_t len);
+/* 8-byte atomic at va (must be 8-aligned; EINVAL otherwise). cmp_swap selects
+ * compare-and-swap (swap_add = swap value) versus fetch-and-add. */
+int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * Queue pairs: the verbs object, its work queues and the state machine. Owner: qp.
+ *
+ * Locking: qp->lock protects every field below it except cntr[] (written by attach
+ * under qp->lock while the QP is in RESET/INIT -- no traffic can run then -- and read
+ * lock-free on the data path). Posting threads (post_send/post_recv) and the progress
+ * thread (rx, timers) take qp->lock; nothing else is held while taking it except
+ * cq->lock, which nests inside it.
+ */
+#ifndef SWV_CORE_QP_H
+#define SWV_CORE_QP_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/completion.h"
+#include "transport/packet.h"
+#include "transport/requester.h"
+#include "transport/responder.h"
+#include "util/list.h"
+
+struct swv_context;
+struct swv_endpoint;
+struct swv_pd;
+struct swv_cq;
+struct swv_srq;
+
+/* One posted send work request, copied at post time. SGEs (or inline bytes) follow. */
+struct swv_send_wqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned send_flags;
+	uint32_t imm_data; /* network order; or the rkey to invalidate */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t ud_remote_qpn, ud_remote_qkey;
+	struct sockaddr_in ud_dst;
+	uint32_t length;   /* total payload bytes */
+	uint32_t num_sge;  /* 0 when inline */
+	bool signaled;     /* CQE due on success */
+	/* transport state, owned by the requester/completer */
+	uint32_t first_psn, last_psn, npkts;
+	uint32_t state;
+	uint64_t atomic_orig;
+	union {
+		struct ibv_sge sge[0];
+		uint8_t inline_data[0];
+	};
+};
+
+struct swv_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t length; /* sum of SGE lengths */
+	struct ibv_sge sge[];
+};
+
+/* A ring of fixed-size WQE slots. head = oldest, tail = next free; used = tail - head. */
+struct swv_wq {
+	uint8_t *buf;
+	uint32_t stride;  /* bytes per slot */
+	uint32_t nslots;  /* power of two >= max_wr */
+	uint32_t max_wr;  /* capacity promised to the user */
+	uint32_t max_sge;
+	uint32_t head, tail;
+};
+
+static inline void *swv_wq_slot(const struct swv_wq *q, uint32_t idx)
+{
+	return q->buf + (size_t)(idx & (q->nslots - 1)) * q->stride;
+}
+static inline uint32_t swv_wq_used(const struct swv_wq *q)
+{
+	return q->tail - q->head;
+}
+
+struct swv_qp {
+	/* ibv_qp_ex, then the rest of rdma-core's verbs_qp layout, so ibv_qp_to_qp_ex and
+	 * anything peeking at verbs_qp.comp_mask (+352) see what they expect. */
+	struct ibv_qp_ex qpx;
+	uint32_t verbs_comp_mask; /* +352: bit 1 (VERBS_QP_EX) when created with send_ops */
+	struct ibv_xrcd *verbs_xrcd; /* +360 */
+
+	struct swv_context *ctx;
+	struct swv_endpoint *ep;
+	struct swv_pd *pd;
+	struct swv_cq *scq, *rcq;
+	struct swv_srq *srq;
+	uint32_t qpn;
+	struct swv_list ctx_entry; /* in ctx->qp_list, under ctx->qp_lock */
+
+	/* counters, see comment at the top */
+	struct ibv_comp_cntr *cntr[SWV_CNTR_NSLOTS];
+
+	/* progress thread reads it without the lock to find the next timer */
+	_Atomic uint64_t timer_deadline; /* absolute ns, 0 = none */
+
+	pthread_mutex_t lock;
+	enum ibv_qp_type type;
+	enum ibv_qp_state state;
+	bool sq_sig_all;
+	struct ibv_qp_cap cap;
+	struct ibv_qp_attr attr;   /* as ibv_query_qp reports it */
+	struct sockaddr_in peer;   /* RC/UC: resolved from the AV at INIT->RTR (port from dest QPN) */
+	uint32_t mtu;              /* path MTU in bytes */
+
+	struct swv_wq sq;
+	struct swv_wq rq;          /* unused when srq != NULL */
+
+	struct swv_req_state req;   /* requester + completer */
+	struct swv_resp_state resp; /* responder */
+};
+
+static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)
+{
+	return (struct swv_qp *)qp;
+}
+
+/* ibv_context_ops entries. */
+int swv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int swv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* Progress thread entry points (qp->lock not held on entry). */
+void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
+void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
+
+/* Move to ERR (qp->lock held): flush both queues with IBV_WC_WR_FLUSH_ERR and raise
+ * the async event when the cause is fatal. */
+void swv_qp_to_error(struct swv_qp *qp);
+
+/* Arm/cancel the QP timer (qp->lock held): updates timer_deadline and kicks the
+ * progress thread if it would sleep past it. */
+void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);
+
+/* Transmit one packet of this QP to its peer (or dst for UD): builds pad + CRC.
+ * Returns 0 or a positive errno. */
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
+		size_t hdr_len, const void *payload, uint32_t paylen);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * Addressing: everything routable is derived from what verbs programs exchange
+ * (LID or GID, QPN). Owner: net. Pure functions, thread-safe.
+ *
+ *  - QPN = UDP port << 8 | slot: the QPN names the UDP endpoint of its context.
+ *  - IB port: LID = host part of the device IP (low 16 bits); GUID embeds the IPv4
+ *    address; GID[0] = fe80::<guid>.
+ *  - RoCE port: GID[0] = ::ffff:a.b.c.d (RoCEv2).
+ */
+#ifndef SWV_NET_ADDR_H
+#define SWV_NET_ADDR_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "net/config.h"
+
+#define SWV_QPN_SLOT_BITS 8
+#define SWV_QPN_SLOTS     (1u << SWV_QPN_SLOT_BITS)
+
+static inline uint32_t swv_qpn_make(uint16_t udp_port, uint32_t slot)
+{
+	return ((uint32_t)udp_port << SWV_QPN_SLOT_BITS) | slot;
+}
+static inline uint16_t swv_qpn_port(uint32_t qpn)
+{
+	return (uint16_t)(qpn >> SWV_QPN_SLOT_BITS);
+}
+static inline uint32_t swv_qpn_slot(uint32_t qpn)
+{
+	return qpn & (SWV_QPN_SLOTS - 1);
+}
+
+/* 64-bit node/port GUID in host order: locally administered prefix + IPv4. */
+uint64_t swv_guid_from_ip(struct in_addr ip);
+uint16_t swv_lid_from_ip(const struct swv_dev_config *dev, struct in_addr ip);
+/* Returns false when the LID is 0 or out of the device's subnet. */
+bool swv_ip_from_lid(const struct swv_dev_config *dev, uint16_t lid, struct in_addr *ip);
+/* The device's GID[0] in raw network-order bytes. */
+void swv_gid_of_device(const struct swv_dev_config *dev, uint8_t gid[16]);
+/* Accepts fe80::<swverbs guid> and ::ffff:a.b.c.d. Returns false for anything else. */
+bool swv_ip_from_gid(const uint8_t gid[16], struct in_addr *ip);
+/* Interface MTU of the interface that owns ip (0 if unknown). */
+uint32_t swv_ifmtu_of_ip(struct in_addr ip);
+
+#endif

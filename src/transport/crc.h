@@ -1,0 +1,12 @@
+/* CRC-32 (IEEE 802.3 / zlib polynomial, reflected). Owner: transport/wire. */
+#ifndef SWV_TRANSPORT_CRC_H
+#define SWV_TRANSPORT_CRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Running CRC: start with crc = 0 (like zlib's crc32(0, ...)); pre/post inversion
+ * is done inside, so swv_crc32(swv_crc32(0,a,n),b,m) == swv_crc32(0,a||b,n+m). */
+uint32_t swv_crc32(uint32_t crc, const void *buf, size_t len);
+
+#endif

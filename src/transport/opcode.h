@@ -1,0 +1,77 @@
+/*
+ * IB transport opcode table: which headers each opcode carries and what it means.
+ * Owner: transport/wire. Values from roce-wire.md section 2.2.
+ */
+#ifndef SWV_TRANSPORT_OPCODE_H
+#define SWV_TRANSPORT_OPCODE_H
+
+#include <stdint.h>
+
+enum swv_opcode {
+	SWV_OP_RC = 0x00,
+	SWV_OP_UC = 0x20,
+	SWV_OP_UD = 0x60,
+
+	SWV_OP_SEND_FIRST = 0x00,
+	SWV_OP_SEND_MIDDLE = 0x01,
+	SWV_OP_SEND_LAST = 0x02,
+	SWV_OP_SEND_LAST_IMM = 0x03,
+	SWV_OP_SEND_ONLY = 0x04,
+	SWV_OP_SEND_ONLY_IMM = 0x05,
+	SWV_OP_WRITE_FIRST = 0x06,
+	SWV_OP_WRITE_MIDDLE = 0x07,
+	SWV_OP_WRITE_LAST = 0x08,
+	SWV_OP_WRITE_LAST_IMM = 0x09,
+	SWV_OP_WRITE_ONLY = 0x0a,
+	SWV_OP_WRITE_ONLY_IMM = 0x0b,
+	SWV_OP_READ_REQUEST = 0x0c,
+	SWV_OP_READ_RESP_FIRST = 0x0d,
+	SWV_OP_READ_RESP_MIDDLE = 0x0e,
+	SWV_OP_READ_RESP_LAST = 0x0f,
+	SWV_OP_READ_RESP_ONLY = 0x10,
+	SWV_OP_ACK = 0x11,
+	SWV_OP_ATOMIC_ACK = 0x12,
+	SWV_OP_CMP_SWAP = 0x13,
+	SWV_OP_FETCH_ADD = 0x14,
+	SWV_OP_SEND_LAST_INV = 0x16,
+	SWV_OP_SEND_ONLY_INV = 0x17,
+};
+
+/* Header presence bits and opcode properties. */
+enum swv_opflag {
+	SWV_HDR_RETH = 1u << 0,
+	SWV_HDR_AETH = 1u << 1,
+	SWV_HDR_ATMETH = 1u << 2,
+	SWV_HDR_ATMACK = 1u << 3,
+	SWV_HDR_DETH = 1u << 4,
+	SWV_HDR_IMM = 1u << 5,
+	SWV_HDR_IETH = 1u << 6,
+
+	SWV_OPF_PAYLOAD = 1u << 8,  /* may carry payload */
+	SWV_OPF_REQUEST = 1u << 9,  /* handled by the responder */
+	SWV_OPF_RESPONSE = 1u << 10, /* handled by the completer */
+	SWV_OPF_FIRST = 1u << 11,
+	SWV_OPF_MIDDLE = 1u << 12,
+	SWV_OPF_LAST = 1u << 13,
+	SWV_OPF_ONLY = SWV_OPF_FIRST | SWV_OPF_LAST,
+	SWV_OPF_SEND = 1u << 14,
+	SWV_OPF_WRITE = 1u << 15,
+	SWV_OPF_READ = 1u << 16,
+	SWV_OPF_ATOMIC = 1u << 17,
+	SWV_OPF_ACK = 1u << 18,
+};
+
+struct swv_opcode_info {
+	const char *name; /* NULL = opcode not supported by swverbs */
+	uint32_t flags;   /* SWV_HDR_* | SWV_OPF_* */
+	uint8_t hdr_len;  /* BTH + extension headers, bytes */
+};
+
+extern const struct swv_opcode_info swv_opcode_table[256];
+
+static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
+{
+	return &swv_opcode_table[op];
+}
+
+#endif
