@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Two "hosts": network namespaces joined by a veth pair, each with its own IP and its own
+# swverbs device bound to it. An RC transfer (ibv_rc_pingpong, LID- and GID-addressed) and
+# ib_write_bw run between them.
+. "$(dirname "$0")/lib.sh"
+need ibv_rc_pingpong ibverbs-utils
+need ib_write_bw perftest
+A=swva$$ B=swvb$$
+cleanup_ns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
+if ! ip netns add $A 2>/dev/null; then
+	echo "*** SKIPPED: cannot create network namespaces here (needs root / CAP_SYS_ADMIN) ***"
+	exit 77
+fi
+trap 'kill $(jobs -p) 2>/dev/null; cleanup_ns; rm -rf "$TMP"' EXIT
+ip netns add $B || fail "netns $B"
+ip link add v$A type veth peer name v$B || fail "veth"
+ip link set v$A netns $A && ip link set v$B netns $B || fail "veth move"
+ip -n $A addr add 10.78.0.1/24 dev v$A && ip -n $B addr add 10.78.0.2/24 dev v$B || fail "addr"
+for ns in $A $B; do ip -n $ns link set lo up; done
+ip -n $A link set v$A up && ip -n $B link set v$B up || fail "link up"
+
+# in NS CMD...: run CMD in namespace NS with that host's swverbs device.
+inA() { SWVERBS_DEVICES="swv0=10.78.0.1/24" ip netns exec $A "$@"; }
+inB() { SWVERBS_DEVICES="swv0=10.78.0.2/24" ip netns exec $B "$@"; }
+
+run2() {
+	local name=$1 to=$2 srv=$3 cli=$4
+	timeout "$to" bash -c "$srv" >"$TMP/$name.server" 2>&1 &
+	local spid=$! crc=0 src=0
+	sleep 0.5
+	timeout "$to" bash -c "$cli" >"$TMP/$name.client" 2>&1 || crc=$?
+	wait $spid || src=$?
+	if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
+		echo "---- server (rc $src)"; cat "$TMP/$name.server"
+		echo "---- client (rc $crc)"; cat "$TMP/$name.client"
+		fail "$name"
+	fi
+	cat "$TMP/$name.client"
+	echo "ok: $name"
+}
+export -f inA inB
+export A B SWVERBS_RUN
+run2 rc_pingpong 60 "inA $SWVERBS_RUN ibv_rc_pingpong -p 18515" \
+	"inB $SWVERBS_RUN ibv_rc_pingpong -p 18515 10.78.0.1"
+run2 rc_pingpong_gid 60 "inA $SWVERBS_RUN ibv_rc_pingpong -p 18516 -g 0" \
+	"inB $SWVERBS_RUN ibv_rc_pingpong -p 18516 -g 0 10.78.0.1"
+run2 ib_write_bw 120 "inA $SWVERBS_RUN ib_write_bw -d swv0 -p 18517" \
+	"inB $SWVERBS_RUN ib_write_bw -d swv0 -p 18517 10.78.0.1"
