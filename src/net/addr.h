@@ -44,4 +44,27 @@ bool swv_ip_from_gid(const uint8_t gid[16], struct in_addr *ip);
 /* Interface MTU of the interface that owns ip (0 if unknown). */
 uint32_t swv_ifmtu_of_ip(struct in_addr ip);
 
+/*
+ * Additions (net):
+ * The GUID prefix: locally administered (0x02 bit), "SW", 0xfe. Claims no vendor OUI.
+ */
+#define SWV_GUID_PREFIX 0x025357feu
+
+/* Netmask (host order) of a prefix length 0..32. */
+static inline uint32_t swv_netmask(uint8_t prefix_len)
+{
+	return prefix_len == 0 ? 0 : prefix_len >= 32 ? 0xffffffffu : ~0u << (32 - prefix_len);
+}
+
+/* Find the local interface that owns ip: either ip is assigned to it, or ip lies in
+ * the subnet of a loopback interface (127.0.0.2 is as local as 127.0.0.1). On success
+ * fills the interface name (IFNAMSIZ bytes, may be NULL), its prefix length and MTU
+ * (0 if SIOCGIFMTU fails; either may be NULL). Returns 0, ENOENT if ip is not local,
+ * or another positive errno. */
+int swv_local_if_of_ip(struct in_addr ip, char *ifname, uint8_t *prefix_len, uint32_t *ifmtu);
+
+/* The IB MTU (256..4096) that fits an interface MTU, like rxe: the interface MTU less
+ * 80 bytes of IP/UDP/BTH/ICRC overhead, rounded down to an IB MTU; 1024 if unknown. */
+uint32_t swv_ib_mtu_for_ifmtu(uint32_t ifmtu);
+
 #endif
