@@ -1,4 +1,7 @@
-/* CRC-32 (IEEE 802.3 / zlib polynomial, reflected). Owner: transport/wire. */
+/*
+ * CRC-32 (IEEE 802.3 / zlib polynomial, reflected 0xEDB88320, init and final XOR
+ * 0xFFFFFFFF): the CRC that RoCEv2's ICRC uses. Owner: transport/wire.
+ */
 #ifndef SWV_TRANSPORT_CRC_H
 #define SWV_TRANSPORT_CRC_H
 
@@ -6,7 +9,9 @@
 #include <stdint.h>
 
 /* Running CRC: start with crc = 0 (like zlib's crc32(0, ...)); pre/post inversion
- * is done inside, so swv_crc32(swv_crc32(0,a,n),b,m) == swv_crc32(0,a||b,n+m). */
+ * is done inside, so swv_crc32(swv_crc32(0,a,n),b,m) == swv_crc32(0,a||b,n+m).
+ * buf may be NULL only when len is 0 (the crc is then returned unchanged).
+ * Thread-safe; the lookup tables are built once on first use. */
 uint32_t swv_crc32(uint32_t crc, const void *buf, size_t len);
 
 #endif
