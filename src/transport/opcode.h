@@ -35,7 +35,19 @@ enum swv_opcode {
 	SWV_OP_FETCH_ADD = 0x14,
 	SWV_OP_SEND_LAST_INV = 0x16,
 	SWV_OP_SEND_ONLY_INV = 0x17,
+
+	SWV_OP_TRANSPORT_MASK = 0xe0, /* bits 7:5: RC / UC / UD prefix */
+	SWV_OP_OPERATION_MASK = 0x1f, /* bits 4:0: operation within the transport */
 };
+
+/* Extension header sizes in bytes (roce-wire.md 2.3). */
+#define SWV_RETH_LEN   16
+#define SWV_AETH_LEN   4
+#define SWV_ATMETH_LEN 28
+#define SWV_ATMACK_LEN 8
+#define SWV_DETH_LEN   8
+#define SWV_IMM_LEN    4
+#define SWV_IETH_LEN   4
 
 /* Header presence bits and opcode properties. */
 enum swv_opflag {
@@ -62,7 +74,7 @@ enum swv_opflag {
 };
 
 struct swv_opcode_info {
-	const char *name; /* NULL = opcode not supported by swverbs */
+	const char *name; /* e.g. "RC_SEND_ONLY"; NULL = opcode not supported by swverbs */
 	uint32_t flags;   /* SWV_HDR_* | SWV_OPF_* */
 	uint8_t hdr_len;  /* BTH + extension headers, bytes */
 };
@@ -72,6 +84,18 @@ extern const struct swv_opcode_info swv_opcode_table[256];
 static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 {
 	return &swv_opcode_table[op];
+}
+
+/* True when swverbs implements opcode op (RC, UC or UD; not RD/CNP/FLUSH/...). */
+static inline int swv_opcode_supported(uint8_t op)
+{
+	return swv_opcode_table[op].name != 0;
+}
+
+/* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC or SWV_OP_UD for supported ones. */
+static inline uint8_t swv_opcode_transport(uint8_t op)
+{
+	return op & SWV_OP_TRANSPORT_MASK;
 }
 
 #endif

@@ -1,0 +1,135 @@
+/*
+ * Opcode table (transport/opcode.c) against roce-wire.md 2.2, written out again here
+ * independently: every supported opcode's header length, headers and properties, and
+ * every other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved) unsupported.
+ */
+#include <stdint.h>
+
+#include "check.h"
+#include "transport/opcode.h"
+
+struct expect {
+	uint8_t op;
+	uint8_t len;     /* BTH + extension headers (doc column "len") */
+	uint32_t hdrs;   /* SWV_HDR_* */
+	uint32_t props;  /* SWV_OPF_* */
+	const char *name;
+};
+
+#define P  SWV_OPF_PAYLOAD
+#define RQ SWV_OPF_REQUEST
+#define RS SWV_OPF_RESPONSE
+
+static const struct expect rc_uc_common[] = {
+	{0x00, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_FIRST, "SEND_FIRST"},
+	{0x01, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_MIDDLE, "SEND_MIDDLE"},
+	{0x02, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "SEND_LAST"},
+	{0x03, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "SEND_LAST_WITH_IMMEDIATE"},
+	{0x04, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "SEND_ONLY"},
+	{0x05, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "SEND_ONLY_WITH_IMMEDIATE"},
+	{0x06, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_WRITE | SWV_OPF_FIRST, "RDMA_WRITE_FIRST"},
+	{0x07, 12, 0, P | RQ | SWV_OPF_WRITE | SWV_OPF_MIDDLE, "RDMA_WRITE_MIDDLE"},
+	{0x08, 12, 0, P | RQ | SWV_OPF_WRITE | SWV_OPF_LAST, "RDMA_WRITE_LAST"},
+	{0x09, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_LAST,
+	 "RDMA_WRITE_LAST_WITH_IMMEDIATE"},
+	{0x0a, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_WRITE | SWV_OPF_ONLY, "RDMA_WRITE_ONLY"},
+	{0x0b, 32, SWV_HDR_RETH | SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_ONLY,
+	 "RDMA_WRITE_ONLY_WITH_IMMEDIATE"},
+};
+
+static const struct expect rc_only[] = {
+	{0x0c, 28, SWV_HDR_RETH, RQ | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_REQUEST"},
+	{0x0d, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_FIRST,
+	 "RC_RDMA_READ_RESPONSE_FIRST"},
+	{0x0e, 12, 0, P | RS | SWV_OPF_READ | SWV_OPF_MIDDLE, "RC_RDMA_READ_RESPONSE_MIDDLE"},
+	{0x0f, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_LAST,
+	 "RC_RDMA_READ_RESPONSE_LAST"},
+	{0x10, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_ONLY,
+	 "RC_RDMA_READ_RESPONSE_ONLY"},
+	{0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
+	{0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
+	 "RC_ATOMIC_ACKNOWLEDGE"},
+	{0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
+	{0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
+	{0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST,
+	 "RC_SEND_LAST_WITH_INVALIDATE"},
+	{0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
+	 "RC_SEND_ONLY_WITH_INVALIDATE"},
+	{0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
+	{0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
+	 "UD_SEND_ONLY_WITH_IMMEDIATE"},
+};
+
+#define HDR_MASK (SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH | \
+		  SWV_HDR_IMM | SWV_HDR_IETH)
+
+static int seen[256];
+
+static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
+{
+	const struct swv_opcode_info *oi = swv_opcode(op);
+	char want[64];
+	snprintf(want, sizeof(want), "%s%s", prefix, e->name);
+	if (!oi->name || strcmp(oi->name, want) != 0) {
+		fprintf(stderr, "opcode 0x%02x: name %s, expected %s\n", op,
+			oi->name ? oi->name : "(null)", want);
+		exit(1);
+	}
+	CHECK(swv_opcode_supported(op));
+	CHECK_EQ(oi->hdr_len, e->len);
+	CHECK_EQ(oi->flags & HDR_MASK, e->hdrs);
+	CHECK_EQ(oi->flags & ~HDR_MASK, e->props);
+	/* Consistency: hdr_len is exactly BTH + the listed headers. */
+	unsigned sum = 12;
+	sum += (oi->flags & SWV_HDR_RETH) ? SWV_RETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_AETH) ? SWV_AETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_ATMETH) ? SWV_ATMETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_ATMACK) ? SWV_ATMACK_LEN : 0;
+	sum += (oi->flags & SWV_HDR_DETH) ? SWV_DETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
+	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
+	CHECK_EQ(oi->hdr_len, sum);
+	/* Exactly one of request / response. */
+	CHECK(!!(oi->flags & SWV_OPF_REQUEST) != !!(oi->flags & SWV_OPF_RESPONSE));
+	seen[op]++;
+}
+
+int main(void)
+{
+	CHECK_EQ(SWV_RETH_LEN + SWV_AETH_LEN + SWV_ATMETH_LEN + SWV_ATMACK_LEN + SWV_DETH_LEN +
+			 SWV_IMM_LEN + SWV_IETH_LEN,
+		 16 + 4 + 28 + 8 + 8 + 4 + 4);
+	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
+		check_entry(SWV_OP_RC | rc_uc_common[i].op, &rc_uc_common[i], "RC_");
+		check_entry(SWV_OP_UC | rc_uc_common[i].op, &rc_uc_common[i], "UC_");
+	}
+	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++)
+		check_entry(rc_only[i].op, &rc_only[i], "");
+
+	/* Everything else is unsupported: UC READ/atomic/ACK/INV, reserved 0x15,
+	 * 0x18-0x1f (incl. FLUSH 0x1c, ATOMIC_WRITE 0x1d), RD 0x40-0x5f, other UD
+	 * opcodes, CNP 0x80/0x81, vendor 0xe0-0xff. */
+	int supported = 0;
+	for (int op = 0; op < 256; op++) {
+		const struct swv_opcode_info *oi = swv_opcode((uint8_t)op);
+		if (seen[op]) {
+			CHECK_EQ(seen[op], 1);
+			supported++;
+			CHECK_EQ(swv_opcode_transport((uint8_t)op) & ~0x60, 0);
+			CHECK(swv_opcode_transport((uint8_t)op) != 0x40);
+			continue;
+		}
+		if (oi->name || oi->flags || oi->hdr_len || swv_opcode_supported((uint8_t)op)) {
+			fprintf(stderr, "opcode 0x%02x should be unsupported, is %s\n", op,
+				oi->name ? oi->name : "(null)");
+			exit(1);
+		}
+	}
+	CHECK_EQ(supported, 12 + 12 + 13);
+	CHECK(!swv_opcode_supported(0x1c));
+	CHECK(!swv_opcode_supported(0x1d));
+	CHECK(!swv_opcode_supported(0x81));
+	CHECK(!swv_opcode_supported(0x44));
+	printf("test_opcode: OK (%d opcodes)\n", supported);
+	return 0;
+}
