@@ -1,6 +1,6 @@
 /*
  * Packet layout (roce-wire.md): BTH | ext headers | payload | pad | CRC32 (LSB first).
- * Owner: transport/wire.
+ * Owner: transport/wire. See docs/wire.md.
  *
  * swverbs deviation from RoCEv2: a UDP socket cannot see the IP header, so the trailing
  * CRC covers the transport headers, payload and pad only (BTH byte 4 masked to 0xff, as
@@ -16,11 +16,15 @@
 #define SWV_BTH_LEN      12
 #define SWV_CRC_LEN      4
 #define SWV_MAX_HDR_LEN  (SWV_BTH_LEN + 28 + 4)
+#define SWV_MAX_TAIL_LEN (3 + SWV_CRC_LEN) /* pad + CRC */
 #define SWV_PSN_MASK     0xffffffu
+#define SWV_QPN_MASK     0xffffffu
 #define SWV_PKEY_DEFAULT 0xffff
 
 /* Parsed view of one packet. Multi-byte fields in host order except imm (kept in
- * network order, exactly as ibv_send_wr.imm_data / ibv_wc.imm_data carry it). */
+ * network order, exactly as ibv_send_wr.imm_data / ibv_wc.imm_data carry it).
+ * Only the fields of the headers present (flags & SWV_HDR_*) are meaningful; the parser
+ * zeroes the others. */
 struct swv_pkt {
 	uint8_t opcode;
 	bool se, migreq, ackreq;
@@ -45,20 +49,48 @@ struct swv_pkt {
 	uint32_t paylen; /* excludes pad */
 };
 
-/* Validate and parse a received datagram: length vs opcode headers, TVer 0, known
- * opcode, pad, CRC. Returns 0, or a positive errno (EBADMSG for a bad CRC, EINVAL for
- * a malformed packet). The parsed payload points into buf. */
+/* Validate and parse a received datagram. Checks, in order: length >= BTH + CRC, the
+ * CRC (EBADMSG on mismatch: the datagram was corrupted), then length a multiple of 4,
+ * TVer 0, opcode supported, length >= the opcode's headers + CRC, no payload/pad on an
+ * opcode that cannot carry one, pad count consistent with the payload, pad bytes zero
+ * (EINVAL for any of these: well-formed bytes but not a valid packet). Returns 0 or a
+ * positive errno; *out is written only on success. The parsed payload points into buf.
+ * Not checked here (the QP's job): transport prefix vs QP type, P_Key, PSN, Q_Key,
+ * payload size vs PMTU, AETH syndrome meaning. */
 int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out);
 
 /* Write BTH + the opcode's extension headers from *p into hdr (>= SWV_MAX_HDR_LEN).
- * padcnt is computed from p->paylen. Returns the header length. */
+ * padcnt is computed from p->paylen (p->padcnt and p->flags are ignored); TVer and BTH
+ * byte 4 are written as 0; pkey 0 (invalid in IB) is sent as SWV_PKEY_DEFAULT.
+ * Returns the header length, or 0 if the input is invalid: NULL pointers, unsupported
+ * opcode, paylen > 0 on an opcode without payload, or a 24-bit field (dqpn, psn,
+ * deth_sqpn, aeth_msn) out of range. */
 size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p);
 
 /* Compute the trailer for hdr|payload|pad (pad bytes are zero and implied by
  * padcnt) and store pad + CRC into tail (room for 3 + 4 bytes). Returns the number of
- * tail bytes to append (pad + 4). */
+ * tail bytes to append (pad + 4), or 0 if the input is invalid (NULL pointers, hdr_len
+ * not the opcode's header length, PadCnt in hdr not matching paylen). */
 size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payload,
 			  uint32_t paylen, uint8_t *tail);
+
+/*
+ * Scatter-gather form of swv_pkt_build_tail, for a payload gathered from several SGEs
+ * without copying it:
+ *     uint32_t crc;
+ *     if (swv_pkt_crc_begin(hdr, hdr_len, paylen, &crc)) -> invalid header
+ *     for each segment: crc = swv_crc32(crc, seg, seg_len);   (segments sum to paylen)
+ *     tail_len = swv_pkt_crc_finish(crc, paylen, tail);
+ * swv_pkt_crc_begin validates like swv_pkt_build_tail and returns 0 or EINVAL;
+ * swv_pkt_crc_finish absorbs the zero pad, writes pad + CRC into tail and returns
+ * their length (0 if tail is NULL).
+ */
+int swv_pkt_crc_begin(const uint8_t *hdr, size_t hdr_len, uint32_t paylen, uint32_t *crc);
+size_t swv_pkt_crc_finish(uint32_t crc, uint32_t paylen, uint8_t *tail);
+
+/* Datagram length of a packet with this opcode and payload (headers + payload + pad +
+ * CRC), or 0 for an unsupported opcode. */
+size_t swv_pkt_wire_len(uint8_t opcode, uint32_t paylen);
 
 static inline int32_t swv_psn_cmp(uint32_t a, uint32_t b)
 {

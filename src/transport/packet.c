@@ -1,0 +1,289 @@
+/*
+ * Build and parse swverbs packets: BTH | extension headers | payload | pad | CRC.
+ *
+ * All header fields are big-endian on the wire (roce-wire.md 2), read and written
+ * byte by byte so neither alignment nor host byte order matters. The trailing CRC is
+ * the RoCEv2 ICRC restricted to what a UDP socket sees (see packet.h), stored
+ * least-significant byte first as rxe stores the ICRC.
+ *
+ * The parser trusts nothing: every length is checked against the datagram before a
+ * byte is read, and headers are decoded only for opcodes whose table entry lists them.
+ */
+#include "transport/packet.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "transport/crc.h"
+#include "transport/opcode.h"
+
+#define BTH_BYTE4_MASK 0xff /* FECN, BECN, reserved: may change in flight, not covered */
+
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+static inline void put_be24(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 16);
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)v;
+}
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	put_be24(p + 1, v);
+}
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+static inline uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+static inline uint32_t get_be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+static inline uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | get_be24(p + 1);
+}
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+static inline uint8_t pad_for(uint32_t paylen)
+{
+	return (uint8_t)((0u - paylen) & 3u);
+}
+
+/* CRC over the headers with BTH byte 4 replaced by 0xff, as the ICRC masks it. */
+static uint32_t crc_masked_hdr(const uint8_t *hdr, size_t hdr_len)
+{
+	uint8_t bth[SWV_BTH_LEN];
+
+	memcpy(bth, hdr, SWV_BTH_LEN);
+	bth[4] = BTH_BYTE4_MASK;
+	uint32_t crc = swv_crc32(0, bth, SWV_BTH_LEN);
+	return swv_crc32(crc, hdr + SWV_BTH_LEN, hdr_len - SWV_BTH_LEN);
+}
+
+static const uint8_t zero_pad[3];
+
+size_t swv_pkt_wire_len(uint8_t opcode, uint32_t paylen)
+{
+	const struct swv_opcode_info *oi = swv_opcode(opcode);
+
+	if (!oi->name || (paylen && !(oi->flags & SWV_OPF_PAYLOAD)))
+		return 0;
+	return (size_t)oi->hdr_len + paylen + pad_for(paylen) + SWV_CRC_LEN;
+}
+
+size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
+{
+	if (!hdr || !p)
+		return 0;
+	const struct swv_opcode_info *oi = swv_opcode(p->opcode);
+	uint32_t f = oi->flags;
+	if (!oi->name || (p->paylen && !(f & SWV_OPF_PAYLOAD)))
+		return 0;
+	/* 24-bit fields: refuse rather than silently truncate a caller's bug. */
+	if (p->dqpn > SWV_QPN_MASK || p->psn > SWV_PSN_MASK)
+		return 0;
+	if ((f & SWV_HDR_DETH) && p->deth_sqpn > SWV_QPN_MASK)
+		return 0;
+	if ((f & SWV_HDR_AETH) && p->aeth_msn > 0xffffffu)
+		return 0;
+
+	hdr[0] = p->opcode;
+	hdr[1] = (uint8_t)((p->se ? 0x80 : 0) | (p->migreq ? 0x40 : 0) | pad_for(p->paylen) << 4);
+	put_be16(hdr + 2, p->pkey ? p->pkey : SWV_PKEY_DEFAULT);
+	hdr[4] = 0;
+	put_be24(hdr + 5, p->dqpn);
+	hdr[8] = p->ackreq ? 0x80 : 0;
+	put_be24(hdr + 9, p->psn);
+
+	/* Extension headers in wire order: DETH, RETH, AETH, AtomicAckETH, AtomicETH,
+	 * ImmDt, IETH (no opcode carries two that would conflict). */
+	uint8_t *q = hdr + SWV_BTH_LEN;
+	if (f & SWV_HDR_DETH) {
+		put_be32(q, p->deth_qkey);
+		q[4] = 0;
+		put_be24(q + 5, p->deth_sqpn);
+		q += SWV_DETH_LEN;
+	}
+	if (f & SWV_HDR_RETH) {
+		put_be64(q, p->reth_va);
+		put_be32(q + 8, p->reth_rkey);
+		put_be32(q + 12, p->reth_len);
+		q += SWV_RETH_LEN;
+	}
+	if (f & SWV_HDR_AETH) {
+		q[0] = p->aeth_syndrome;
+		put_be24(q + 1, p->aeth_msn);
+		q += SWV_AETH_LEN;
+	}
+	if (f & SWV_HDR_ATMACK) {
+		put_be64(q, p->atmack_orig);
+		q += SWV_ATMACK_LEN;
+	}
+	if (f & SWV_HDR_ATMETH) {
+		put_be64(q, p->atm_va);
+		put_be32(q + 8, p->atm_rkey);
+		put_be64(q + 12, p->atm_swap_add);
+		put_be64(q + 20, p->atm_cmp);
+		q += SWV_ATMETH_LEN;
+	}
+	if (f & SWV_HDR_IMM) {
+		memcpy(q, &p->imm, SWV_IMM_LEN); /* already network order */
+		q += SWV_IMM_LEN;
+	}
+	if (f & SWV_HDR_IETH) {
+		put_be32(q, p->ieth_rkey);
+		q += SWV_IETH_LEN;
+	}
+	return (size_t)(q - hdr); /* == oi->hdr_len (checked by test_packet) */
+}
+
+int swv_pkt_crc_begin(const uint8_t *hdr, size_t hdr_len, uint32_t paylen, uint32_t *crc)
+{
+	if (!hdr || !crc || hdr_len < SWV_BTH_LEN)
+		return EINVAL;
+	const struct swv_opcode_info *oi = swv_opcode(hdr[0]);
+	if (!oi->name || hdr_len != oi->hdr_len)
+		return EINVAL;
+	if (paylen && !(oi->flags & SWV_OPF_PAYLOAD))
+		return EINVAL;
+	if (((hdr[1] >> 4) & 3) != pad_for(paylen))
+		return EINVAL;
+	*crc = crc_masked_hdr(hdr, hdr_len);
+	return 0;
+}
+
+size_t swv_pkt_crc_finish(uint32_t crc, uint32_t paylen, uint8_t *tail)
+{
+	if (!tail)
+		return 0;
+	uint8_t pad = pad_for(paylen);
+
+	crc = swv_crc32(crc, zero_pad, pad);
+	memset(tail, 0, pad);
+	/* Least-significant byte first, like rxe's ICRC. */
+	tail[pad + 0] = (uint8_t)crc;
+	tail[pad + 1] = (uint8_t)(crc >> 8);
+	tail[pad + 2] = (uint8_t)(crc >> 16);
+	tail[pad + 3] = (uint8_t)(crc >> 24);
+	return (size_t)pad + SWV_CRC_LEN;
+}
+
+size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payload,
+			  uint32_t paylen, uint8_t *tail)
+{
+	uint32_t crc;
+
+	if (!tail || (paylen && !payload))
+		return 0;
+	if (swv_pkt_crc_begin(hdr, hdr_len, paylen, &crc))
+		return 0;
+	crc = swv_crc32(crc, payload, paylen);
+	return swv_pkt_crc_finish(crc, paylen, tail);
+}
+
+int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out)
+{
+	if (!buf || !out || len < SWV_BTH_LEN + SWV_CRC_LEN)
+		return EINVAL;
+
+	/* Integrity first: a corrupted datagram is reported as such (EBADMSG) whatever
+	 * the corruption made its headers look like. */
+	const uint8_t *c = buf + len - SWV_CRC_LEN;
+	uint32_t stored = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+			  (uint32_t)c[3] << 24;
+	uint32_t crc = crc_masked_hdr(buf, SWV_BTH_LEN);
+	crc = swv_crc32(crc, buf + SWV_BTH_LEN, len - SWV_BTH_LEN - SWV_CRC_LEN);
+	if (crc != stored)
+		return EBADMSG;
+
+	/* Headers and payload+pad are whole 32-bit words. */
+	if (len & 3)
+		return EINVAL;
+	if ((buf[1] & 0x0f) != 0) /* TVer */
+		return EINVAL;
+	const struct swv_opcode_info *oi = swv_opcode(buf[0]);
+	if (!oi->name)
+		return EINVAL;
+	size_t hdr_len = oi->hdr_len;
+	if (len < hdr_len + SWV_CRC_LEN)
+		return EINVAL;
+	size_t body = len - hdr_len - SWV_CRC_LEN; /* payload + pad, a multiple of 4 */
+	uint8_t pad = (buf[1] >> 4) & 3;
+	if (!(oi->flags & SWV_OPF_PAYLOAD) && body)
+		return EINVAL;
+	if (pad && body == 0) /* pad without payload */
+		return EINVAL;
+	for (size_t i = 0; i < pad; i++)
+		if (buf[hdr_len + body - pad + i])
+			return EINVAL;
+	if (body - pad > UINT32_MAX)
+		return EINVAL;
+
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = buf[0];
+	p.se = buf[1] & 0x80;
+	p.migreq = buf[1] & 0x40;
+	p.padcnt = pad;
+	p.pkey = get_be16(buf + 2);
+	p.dqpn = get_be24(buf + 5);
+	p.ackreq = buf[8] & 0x80;
+	p.psn = get_be24(buf + 9);
+	p.flags = oi->flags;
+
+	const uint8_t *q = buf + SWV_BTH_LEN;
+	if (p.flags & SWV_HDR_DETH) {
+		p.deth_qkey = get_be32(q);
+		p.deth_sqpn = get_be24(q + 5);
+		q += SWV_DETH_LEN;
+	}
+	if (p.flags & SWV_HDR_RETH) {
+		p.reth_va = get_be64(q);
+		p.reth_rkey = get_be32(q + 8);
+		p.reth_len = get_be32(q + 12);
+		q += SWV_RETH_LEN;
+	}
+	if (p.flags & SWV_HDR_AETH) {
+		p.aeth_syndrome = q[0];
+		p.aeth_msn = get_be24(q + 1);
+		q += SWV_AETH_LEN;
+	}
+	if (p.flags & SWV_HDR_ATMACK) {
+		p.atmack_orig = get_be64(q);
+		q += SWV_ATMACK_LEN;
+	}
+	if (p.flags & SWV_HDR_ATMETH) {
+		p.atm_va = get_be64(q);
+		p.atm_rkey = get_be32(q + 8);
+		p.atm_swap_add = get_be64(q + 12);
+		p.atm_cmp = get_be64(q + 20);
+		q += SWV_ATMETH_LEN;
+	}
+	if (p.flags & SWV_HDR_IMM) {
+		memcpy(&p.imm, q, SWV_IMM_LEN); /* stays in network order */
+		q += SWV_IMM_LEN;
+	}
+	if (p.flags & SWV_HDR_IETH) {
+		p.ieth_rkey = get_be32(q);
+		q += SWV_IETH_LEN;
+	}
+	if ((size_t)(q - buf) != hdr_len) /* table and decoder disagree: never trust */
+		return EINVAL;
+	p.payload = buf + hdr_len;
+	p.paylen = (uint32_t)(body - pad);
+	*out = p;
+	return 0;
+}
