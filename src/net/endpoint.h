@@ -9,18 +9,33 @@
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "util/list.h"
+
 struct swv_fault;
+
+/* Called (outside any endpoint lock, from whichever thread sent) when the injector
+ * holds a packet until deadline_ns, so the progress thread can be kicked to call
+ * swv_ep_flush_delayed in time. Typically wraps swv_progress_kick. */
+typedef void (*swv_ep_hold_cb)(void *arg, uint64_t deadline_ns);
 
 struct swv_endpoint {
 	int fd;               /* non-blocking UDP socket */
 	uint16_t port;        /* host order */
 	struct in_addr addr;  /* bound address */
 	struct swv_fault *fault; /* NULL = no injection */
-	pthread_mutex_t fault_lock; /* protects the injector's delayed queue and RNG */
+	pthread_mutex_t fault_lock; /* protects held (the injector locks its own RNG) */
+	/* Additions (net): */
+	bool is_open;             /* swv_ep_close is a no-op on a zeroed/closed endpoint */
+	struct swv_list held;     /* packets held by the injector, under fault_lock */
+	swv_ep_hold_cb hold_cb;   /* optional, see swv_ep_set_hold_cb */
+	void *hold_arg;
+	uint64_t rx_truncated;    /* datagrams dropped for exceeding SWV_EP_MAX_DGRAM
+				   * (written by the receiving thread only) */
 };
 
 struct swv_rx_pkt {
@@ -29,9 +44,15 @@ struct swv_rx_pkt {
 	struct sockaddr_in src;
 };
 
-/* Bind to addr:0, enlarge socket buffers. Returns 0 or positive errno. */
+/* Bind to addr:0, enlarge socket buffers. Returns 0 or positive errno. The injector
+ * (may be NULL) is not owned: several endpoints may share one, and it must outlive
+ * them. On failure *ep is left closed. */
 int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *fault);
+/* Closes the socket and frees packets still held by the injector. Safe on a zeroed
+ * or already closed endpoint. Must not race with send/recv on the same endpoint. */
 void swv_ep_close(struct swv_endpoint *ep);
+/* Install the hold notification (before the endpoint is used by other threads). */
+void swv_ep_set_hold_cb(struct swv_endpoint *ep, swv_ep_hold_cb cb, void *arg);
 
 /* Send one datagram (gathered from iov). Returns 0, or a positive errno; a full
  * socket buffer (EAGAIN/ENOBUFS) is reported so the caller can retry later. */
@@ -39,7 +60,10 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 		int iovcnt);
 
 /* Receive up to n datagrams without blocking; each pkts[i].buf must have room for
- * SWV_EP_MAX_DGRAM bytes. Returns the number received (0 if none). */
+ * SWV_EP_MAX_DGRAM bytes. Returns the number received (0 if none). Truncated
+ * (oversized) datagrams and ICMP errors (ECONNREFUSED, ...) are dropped silently.
+ * A negative errno is returned only for bad arguments (-EINVAL, -EBADF) or an
+ * unexpected socket error before anything was received. At most 64 per call. */
 #define SWV_EP_MAX_DGRAM 8192
 int swv_ep_recv_batch(struct swv_endpoint *ep, struct swv_rx_pkt *pkts, int n);
 

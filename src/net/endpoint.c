@@ -1,0 +1,357 @@
+/*
+ * UDP endpoints. The socket never blocks: a full buffer is reported to the caller,
+ * whose reliability protocol (or the application, for UD) decides what to do.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net/endpoint.h"
+#include "net/fault.h"
+#include "util/clock.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+#define EP_SOCKBUF      (4 << 20) /* generous: bursts of RDMA WRITE segments */
+#define EP_BATCH_MAX    64
+#define EP_MAX_IOV      IOV_MAX
+#define EP_HOLD_RETRY_NS 20000ull /* retry a held packet that met a full buffer */
+
+/* A packet held back by the injector (delay or reorder). */
+struct held_pkt {
+	struct swv_list node;
+	uint64_t deadline;    /* release no later than this */
+	bool until_next;      /* reorder: release right after the next packet goes out */
+	struct sockaddr_in dst;
+	size_t len;
+	uint8_t data[];
+};
+
+static void set_bufsize(int fd, int force_opt, int opt)
+{
+	int want = EP_SOCKBUF;
+
+	/* The FORCE variants ignore rmem_max/wmem_max but need CAP_NET_ADMIN; without
+	 * it the plain option is clamped to the sysctl limit, which is fine. */
+	if (setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want)) == 0)
+		return;
+	(void)setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
+}
+
+int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *fault)
+{
+	struct sockaddr_in sa;
+	socklen_t salen = sizeof(sa);
+	int fd, rc;
+
+	if (!ep)
+		return EINVAL;
+	memset(ep, 0, sizeof(*ep));
+	ep->fd = -1;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	/* Never set DF: a device MTU above the interface MTU (mtu=4096 over a 1500-byte
+	 * link) then costs IP fragmentation instead of EMSGSIZE. */
+	int pmtu = IP_PMTUDISC_DONT;
+	(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = addr;
+	sa.sin_port = 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &salen)) {
+		rc = errno;
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+		swv_log(SWV_LOG_ERR, "endpoint: cannot bind UDP socket to %s: %s", ip,
+			strerror(rc));
+		close(fd);
+		return rc;
+	}
+	rc = pthread_mutex_init(&ep->fault_lock, NULL);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	ep->fd = fd;
+	ep->addr = addr;
+	ep->port = ntohs(sa.sin_port);
+	ep->fault = fault;
+	swv_list_init(&ep->held);
+	ep->is_open = true;
+	return 0;
+}
+
+void swv_ep_close(struct swv_endpoint *ep)
+{
+	struct swv_list *pos, *tmp;
+
+	if (!ep || !ep->is_open)
+		return;
+	pthread_mutex_lock(&ep->fault_lock);
+	swv_list_for_each_safe(pos, tmp, &ep->held)
+	{
+		swv_list_del(pos);
+		free(swv_list_entry(pos, struct held_pkt, node));
+	}
+	pthread_mutex_unlock(&ep->fault_lock);
+	pthread_mutex_destroy(&ep->fault_lock);
+	close(ep->fd);
+	ep->fd = -1;
+	ep->is_open = false;
+}
+
+void swv_ep_set_hold_cb(struct swv_endpoint *ep, swv_ep_hold_cb cb, void *arg)
+{
+	if (!ep)
+		return;
+	ep->hold_cb = cb;
+	ep->hold_arg = arg;
+}
+
+static int raw_send(int fd, const struct sockaddr_in *dst, const struct iovec *iov, int iovcnt)
+{
+	struct msghdr msg = {
+		.msg_name = (void *)dst,
+		.msg_namelen = sizeof(*dst),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+	};
+
+	for (;;) {
+		if (sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? EAGAIN : errno;
+	}
+}
+
+static int send_flat(int fd, const struct sockaddr_in *dst, const void *data, size_t len)
+{
+	struct iovec v = {.iov_base = (void *)data, .iov_len = len};
+	return raw_send(fd, dst, &v, 1);
+}
+
+/* Send held packets; "due" selects which. Called with fault_lock held. Returns the
+ * earliest deadline still held, or 0. */
+static uint64_t release_held(struct swv_endpoint *ep, uint64_t now, bool next_pkt_sent)
+{
+	struct swv_list *pos, *tmp;
+	uint64_t next = 0;
+
+	swv_list_for_each_safe(pos, tmp, &ep->held)
+	{
+		struct held_pkt *h = swv_list_entry(pos, struct held_pkt, node);
+		if ((next_pkt_sent && h->until_next) || h->deadline <= now) {
+			int rc = send_flat(ep->fd, &h->dst, h->data, h->len);
+			if (rc == EAGAIN || rc == ENOBUFS) {
+				/* Keep it: the injector delays, it should not add loss. */
+				h->until_next = false;
+				h->deadline = now + EP_HOLD_RETRY_NS;
+			} else {
+				swv_list_del(&h->node);
+				free(h);
+				continue;
+			}
+		}
+		if (!next || h->deadline < next)
+			next = h->deadline;
+	}
+	return next;
+}
+
+static int fault_send(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		      const struct iovec *iov, int iovcnt, size_t total)
+{
+	struct swv_fault_decision d;
+	struct held_pkt *h = NULL;
+	uint64_t hold_deadline = 0;
+	int rc = 0;
+
+	swv_fault_decide(ep->fault, &d);
+	if (d.what & SWV_FAULT_DROP)
+		return 0; /* lost on the wire: the sender cannot tell */
+
+	if (d.what & (SWV_FAULT_CORRUPT | SWV_FAULT_DELAY | SWV_FAULT_REORDER)) {
+		/* Work on a private copy: the caller's buffers are not ours to change or
+		 * keep. */
+		h = malloc(sizeof(*h) + total);
+		if (!h)
+			return ENOMEM;
+		size_t off = 0;
+		for (int i = 0; i < iovcnt; i++) {
+			memcpy(h->data + off, iov[i].iov_base, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+		h->len = total;
+		h->dst = *dst;
+		h->until_next = false;
+		h->deadline = 0;
+		if ((d.what & SWV_FAULT_CORRUPT) && total) {
+			uint64_t bit = d.bit_rand % ((uint64_t)total * 8);
+			h->data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		}
+	}
+
+	pthread_mutex_lock(&ep->fault_lock);
+	if (d.what & SWV_FAULT_DUP) {
+		/* The duplicate goes out now, whatever happens to the original. */
+		if (h)
+			(void)send_flat(ep->fd, dst, h->data, h->len);
+		else
+			(void)raw_send(ep->fd, dst, iov, iovcnt);
+	}
+	if (d.what & (SWV_FAULT_DELAY | SWV_FAULT_REORDER)) {
+		uint64_t now = swv_now_ns();
+		if (d.what & SWV_FAULT_DELAY) {
+			h->deadline = now + swv_fault_delay_ns(ep->fault);
+		} else {
+			h->until_next = true;
+			h->deadline = now + swv_fault_reorder_timeout_ns(ep->fault);
+		}
+		hold_deadline = h->deadline;
+		swv_list_add_tail(&ep->held, &h->node);
+		h = NULL;
+	} else {
+		rc = h ? send_flat(ep->fd, dst, h->data, h->len) : raw_send(ep->fd, dst, iov, iovcnt);
+		/* This packet overtook anything held for reordering: let those follow. */
+		if (!swv_list_empty(&ep->held))
+			(void)release_held(ep, 0, true);
+	}
+	pthread_mutex_unlock(&ep->fault_lock);
+	free(h);
+
+	if (hold_deadline && ep->hold_cb)
+		ep->hold_cb(ep->hold_arg, hold_deadline);
+	return rc;
+}
+
+int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
+		int iovcnt)
+{
+	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
+			 iovcnt > EP_MAX_IOV))
+		return EINVAL;
+	if (swv_likely(!ep->fault))
+		return raw_send(ep->fd, dst, iov, iovcnt);
+
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return EINVAL;
+		total += iov[i].iov_len;
+	}
+	if (total > 65507) /* the largest UDP/IPv4 payload */
+		return EMSGSIZE;
+	return fault_send(ep, dst, iov, iovcnt, total);
+}
+
+uint64_t swv_ep_flush_delayed(struct swv_endpoint *ep, uint64_t now_ns)
+{
+	uint64_t next;
+
+	if (!ep || !ep->is_open || !ep->fault)
+		return 0;
+	pthread_mutex_lock(&ep->fault_lock);
+	next = swv_list_empty(&ep->held) ? 0 : release_held(ep, now_ns, false);
+	pthread_mutex_unlock(&ep->fault_lock);
+	return next;
+}
+
+/* An ICMP error (port unreachable after sending to a closed QP's socket, ...) only
+ * says some earlier datagram was lost; it must not stop reception. With IP_RECVERR
+ * the details also sit on the error queue: empty it so it cannot fill up. */
+static bool is_icmp_error(int err)
+{
+	return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH ||
+	       err == EHOSTDOWN || err == ENETDOWN || err == EPROTO || err == EMSGSIZE;
+}
+
+static void drain_errqueue(int fd)
+{
+	char buf[256], cbuf[256];
+	for (int i = 0; i < 64; i++) {
+		struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr m = {
+			.msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+			.msg_controllen = sizeof(cbuf)};
+		if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+			return;
+	}
+}
+
+int swv_ep_recv_batch(struct swv_endpoint *ep, struct swv_rx_pkt *pkts, int n)
+{
+	struct mmsghdr msgs[EP_BATCH_MAX];
+	struct iovec iovs[EP_BATCH_MAX];
+	int got = 0;
+
+	if (!ep || !pkts || n <= 0)
+		return -EINVAL;
+	if (!ep->is_open)
+		return -EBADF;
+	if (n > EP_BATCH_MAX)
+		n = EP_BATCH_MAX;
+	for (int i = 0; i < n; i++)
+		if (!pkts[i].buf)
+			return -EINVAL;
+
+	/* Bounded: a flood of oversized or erroring datagrams must not pin us here. */
+	for (int round = 0; round < 8 && got < n; round++) {
+		int want = n - got;
+		memset(msgs, 0, sizeof(msgs[0]) * (size_t)want);
+		for (int i = 0; i < want; i++) {
+			iovs[i].iov_base = pkts[got + i].buf;
+			iovs[i].iov_len = SWV_EP_MAX_DGRAM;
+			msgs[i].msg_hdr.msg_iov = &iovs[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+			msgs[i].msg_hdr.msg_name = &pkts[got + i].src;
+			msgs[i].msg_hdr.msg_namelen = sizeof(pkts[got + i].src);
+		}
+		int r = recvmmsg(ep->fd, msgs, (unsigned)want, MSG_DONTWAIT, NULL);
+		if (r < 0) {
+			int err = errno;
+			if (err == EINTR)
+				continue;
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				break;
+			if (is_icmp_error(err)) {
+				drain_errqueue(ep->fd);
+				continue;
+			}
+			return got ? got : -err;
+		}
+		/* Compact: drop truncated datagrams, move the rest down. Copies only happen
+		 * after a truncation, which is rare. */
+		int base = got;
+		for (int i = 0; i < r; i++) {
+			struct swv_rx_pkt *from = &pkts[base + i];
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				ep->rx_truncated++;
+				swv_log(SWV_LOG_DEBUG, "endpoint %u: dropped oversized datagram",
+					ep->port);
+				continue;
+			}
+			struct swv_rx_pkt *to = &pkts[got];
+			if (to != from) {
+				memcpy(to->buf, from->buf, msgs[i].msg_len);
+				to->src = from->src;
+			}
+			to->len = msgs[i].msg_len;
+			got++;
+		}
+		if (r < want && got == base + r)
+			break; /* socket drained and nothing was dropped */
+	}
+	return got;
+}
