@@ -21,19 +21,27 @@
 struct swv_qp;
 struct swv_fault;
 
-/* One UDP socket and the QPs whose QPN carries its port. */
+/*
+ * One UDP socket and the QPs whose QPN carries its port (QPN = port << 8 | slot).
+ * Every slot of every port is usable: ports are never below 1024 so QPN 0 and 1 (the
+ * special QPs) cannot occur, and a socket that happens to get port 65535 is replaced
+ * so the multicast QPN 0xffffff is never handed out.
+ */
 struct swv_qp_port {
 	struct swv_endpoint ep;
 	struct swv_qp *_Atomic slot[SWV_QPN_SLOTS]; /* written under qp_lock, read lock-free */
-	unsigned used;
+	unsigned used;            /* under qp_lock */
+	unsigned next;            /* under qp_lock: next slot to try, so QPNs are not reused at once */
+	struct swv_fault *fault;  /* this socket's injector (NULL = off); owned here */
 };
 
 #define SWV_MAX_QP_PORTS 64 /* 64 sockets x 256 slots = 16384 QPs per context */
+#define SWV_MAX_QP       (SWV_MAX_QP_PORTS * SWV_QPN_SLOTS)
 
 struct swv_context {
 	struct swv_device *dev;
 	const struct swv_dev_config *cfg;
-	struct swv_fault *fault;
+	struct swv_fault *fault; /* = ports[0]->fault (not a separate owner), for tools/tests */
 
 	pthread_mutex_t qp_lock; /* protects ports[], nports, slot writes, qp_list */
 	struct swv_qp_port *ports[SWV_MAX_QP_PORTS];
@@ -59,11 +67,21 @@ static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
 	return swv_container_of(ibctx, struct swv_context, vctx.context);
 }
 
+/* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Open
+ * returns NULL + errno. Close stops the progress thread first, then releases counters,
+ * sockets, leftover MRs and the async pipe. */
+struct swv_context *swv_ctx_open(struct swv_device *dev);
+void swv_ctx_close(struct swv_context *ctx);
+
 /* Allocate a QPN (and its slot) for qp; may open a new UDP socket. Returns 0 or
- * ENOMEM. The QP becomes visible to the progress thread immediately. */
+ * ENOMEM. The QP becomes visible to the progress thread immediately: the slot is
+ * published and qp->ctx_entry is linked into ctx->qp_list here, so the caller must
+ * have initialised everything swv_qp_rx / swv_qp_timer read (qp->lock, state, and
+ * timer_deadline = 0) before calling. */
 int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,
 		      struct swv_endpoint **ep);
-/* Remove qp from the table and wait until the progress thread no longer uses it. */
+/* Remove qp from the table and qp_list, then wait (swv_progress_sync) until the
+ * progress thread no longer uses it. Call without qp->lock held. */
 void swv_ctx_qpn_free(struct swv_context *ctx, struct swv_qp *qp, uint32_t qpn);
 /* Progress thread: QP addressed by qpn on endpoint ep, or NULL. */
 struct swv_qp *swv_ctx_qp_lookup(struct swv_context *ctx, struct swv_endpoint *ep, uint32_t qpn);

@@ -10,6 +10,7 @@
 #define SWV_CORE_DEVICE_H
 
 #include <infiniband/verbs.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "net/config.h"
@@ -23,6 +24,23 @@ struct swv_device {
 	uint64_t guid;                    /* host order */
 };
 
+/*
+ * Limits ibv_query_device advertises. The module owning each object enforces its
+ * limit (QP caps: qp; CQ size: cq; MR count: mr table).
+ */
+#define SWV_DEV_MAX_QP_WR    16384
+#define SWV_DEV_MAX_SGE      32
+#define SWV_DEV_MAX_CQ       65536
+#define SWV_DEV_MAX_CQE      (1 << 20)
+#define SWV_DEV_MAX_MR       65535          /* 16-bit key index, index 0 unused */
+#define SWV_DEV_MAX_MR_SIZE  (1ull << 46)   /* a user-space VA range can never exceed it */
+#define SWV_DEV_MAX_PD       65536
+#define SWV_DEV_MAX_AH       65536
+#define SWV_DEV_MAX_MSG_SZ   (1u << 31)
+#define SWV_DEV_VENDOR_ID    0xffffff       /* rxe's "no vendor": claims nobody's hardware */
+#define SWV_DEV_VENDOR_PART  0x5357         /* "SW" */
+#define SWV_GID_TBL_LEN      2              /* [0] = the device GID, [1] empty */
+
 _Static_assert(sizeof(struct ibv_device) == 664, "ibv_device layout");
 
 static inline struct swv_device *to_swv_device(struct ibv_device *d)
@@ -34,5 +52,15 @@ static inline struct swv_device *to_swv_device(struct ibv_device *d)
 const struct swv_config *swv_config_get(void);
 /* Returns 0 and the device array, or a positive errno if the configuration is bad. */
 int swv_devices_get(struct swv_device **devs, unsigned *n);
+/* True if d is one of this process's swverbs devices (guards against foreign or
+ * stale pointers handed to the exported functions). */
+bool swv_device_valid(const struct ibv_device *d);
+
+
+/* verbs_context ops (src/api/query.c); attr sizes are the caller's. */
+int swv_query_port(struct ibv_context *ibctx, uint8_t port_num, struct ibv_port_attr *attr,
+		   size_t attr_len);
+int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *input,
+			struct ibv_device_attr_ex *attr, size_t attr_size);
 
 #endif

@@ -1,0 +1,23 @@
+/* ibv_open_device / ibv_close_device. */
+#include <errno.h>
+
+#include "core/context.h"
+#include "util/compiler.h"
+
+SWV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	if (!device || !swv_device_valid(device)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct swv_context *ctx = swv_ctx_open(to_swv_device(device));
+	return ctx ? &ctx->vctx.context : NULL;
+}
+
+SWV_EXPORT int ibv_close_device(struct ibv_context *context)
+{
+	if (!context)
+		return EINVAL;
+	swv_ctx_close(to_swv_ctx(context));
+	return 0;
+}

@@ -1,0 +1,248 @@
+/*
+ * Device, port, GID and P_Key queries. Values are derived from the device's
+ * configuration only, so they are stable for the life of the process and consistent
+ * with each other (GUID embeds the IP, LID = host part, GID[0] = fe80::GUID or
+ * ::ffff:IP).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "transport/responder.h"
+#include "util/compiler.h"
+
+static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "swverbs %d.%d", 0, 1);
+	a->node_guid = htobe64(ctx->dev->guid);
+	a->sys_image_guid = htobe64(ctx->dev->guid);
+	a->max_mr_size = SWV_DEV_MAX_MR_SIZE;
+	a->page_size_cap = 4096 | (2u << 20) | (1u << 30); /* any page size: no pinning */
+	a->vendor_id = SWV_DEV_VENDOR_ID;
+	a->vendor_part_id = SWV_DEV_VENDOR_PART;
+	a->hw_ver = 1;
+	a->max_qp = SWV_MAX_QP;
+	a->max_qp_wr = SWV_DEV_MAX_QP_WR;
+	/* Only what the transport really does: RNR NAKs, a system image GUID, and AV port
+	 * numbers checked (swv_av_resolve rejects port_num != 1). */
+	a->device_cap_flags =
+		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_UD_AV_PORT_ENFORCE;
+	a->max_sge = SWV_DEV_MAX_SGE;
+	a->max_sge_rd = SWV_DEV_MAX_SGE;
+	a->max_cq = SWV_DEV_MAX_CQ;
+	a->max_cqe = SWV_DEV_MAX_CQE;
+	a->max_mr = SWV_DEV_MAX_MR;
+	a->max_pd = SWV_DEV_MAX_PD;
+	a->max_qp_rd_atom = SWV_MAX_RD_ATOMIC;
+	a->max_qp_init_rd_atom = SWV_MAX_RD_ATOMIC;
+	a->max_res_rd_atom = SWV_MAX_QP * SWV_MAX_RD_ATOMIC;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_ah = SWV_DEV_MAX_AH;
+	/* No SRQ, MW, multicast or EE yet: 0 says so. */
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+}
+
+SWV_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr)
+{
+	if (!context || !device_attr)
+		return EINVAL;
+	fill_device_attr(to_swv_ctx(context), device_attr);
+	return 0;
+}
+
+int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *input,
+			struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex ex;
+
+	if (!ibctx || !attr || attr_size < sizeof(struct ibv_device_attr))
+		return EINVAL;
+	if (input && input->comp_mask)
+		return EINVAL;
+	memset(&ex, 0, sizeof(ex));
+	fill_device_attr(to_swv_ctx(ibctx), &ex.orig_attr);
+	/* No ODP, timestamps, TSO, RSS, DM, packet pacing: all left 0. */
+	ex.phys_port_cnt_ex = 1;
+	/* The caller's struct may be older (shorter) or newer (longer) than ours. */
+	memset(attr, 0, attr_size);
+	memcpy(attr, &ex, SWV_MIN(attr_size, sizeof(ex)));
+	return 0;
+}
+
+static enum ibv_mtu mtu_enum(uint32_t bytes)
+{
+	if (bytes >= 4096)
+		return IBV_MTU_4096;
+	if (bytes >= 2048)
+		return IBV_MTU_2048;
+	if (bytes >= 1024)
+		return IBV_MTU_1024;
+	if (bytes >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
+}
+
+static void fill_port_attr(const struct swv_context *ctx, struct ibv_port_attr *a)
+{
+	const struct swv_dev_config *cfg = ctx->cfg;
+	bool ib = cfg->link == SWV_LINK_IB;
+
+	memset(a, 0, sizeof(*a));
+	a->state = IBV_PORT_ACTIVE;
+	a->max_mtu = IBV_MTU_4096;
+	a->active_mtu = mtu_enum(cfg->mtu_bytes);
+	a->gid_tbl_len = SWV_GID_TBL_LEN;
+	a->port_cap_flags = IBV_PORT_SYS_IMAGE_GUID_SUP | (ib ? 0 : IBV_PORT_IP_BASED_GIDS);
+	a->max_msg_sz = SWV_DEV_MAX_MSG_SZ;
+	a->pkey_tbl_len = 1;
+	/* IB: the IP subnet is the IB subnet, LID = host part; the device acts as its own
+	 * subnet manager at LID 1. RoCE ports have no LIDs. */
+	a->lid = ib ? swv_lid_from_ip(cfg, cfg->addr) : 0;
+	a->sm_lid = ib ? 1 : 0;
+	a->lmc = 0;
+	a->max_vl_num = 1; /* VL0 only */
+	a->subnet_timeout = ib ? 18 : 0;
+	a->active_width = 2; /* 4X */
+	a->active_speed = 4; /* QDR: 4X QDR = 40 Gb/s, a plausible figure for a software link */
+	a->phys_state = 5;   /* LinkUp */
+	a->link_layer = ib ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
+}
+
+int swv_query_port(struct ibv_context *ibctx, uint8_t port_num, struct ibv_port_attr *attr,
+		   size_t attr_len)
+{
+	struct ibv_port_attr pa;
+
+	if (!ibctx || !attr || port_num != 1)
+		return EINVAL;
+	fill_port_attr(to_swv_ctx(ibctx), &pa);
+	memset(attr, 0, attr_len);
+	memcpy(attr, &pa, SWV_MIN(attr_len, sizeof(pa)));
+	return 0;
+}
+
+/* The legacy export fills rdma-core's 48-byte _compat_ibv_port_attr: everything up to
+ * port_cap_flags2. The inline ibv_query_port only calls it when the verbs_context is
+ * absent, which never happens with swverbs contexts, but old binaries call it too. */
+SWV_EXPORT int(ibv_query_port)(struct ibv_context *context, uint8_t port_num,
+			       struct _compat_ibv_port_attr *port_attr)
+{
+	return swv_query_port(context, port_num, (struct ibv_port_attr *)port_attr,
+			      offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+/* GID table entry idx: 0 = the device GID, others empty (returns false). */
+static bool gid_entry(const struct swv_context *ctx, uint32_t idx, uint8_t gid[16])
+{
+	if (idx != 0)
+		return false;
+	swv_gid_of_device(ctx->cfg, gid);
+	return true;
+}
+
+SWV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+			     union ibv_gid *gid)
+{
+	if (!context || !gid || port_num != 1 || index < 0 || index >= SWV_GID_TBL_LEN) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* As rdma-core: an empty entry reads as the zero GID, not as an error. */
+	if (!gid_entry(to_swv_ctx(context), (uint32_t)index, gid->raw))
+		memset(gid, 0, sizeof(*gid));
+	return 0;
+}
+
+static void fill_gid_entry(const struct swv_context *ctx, uint32_t idx, const uint8_t raw[16],
+			   struct ibv_gid_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	memcpy(e->gid.raw, raw, 16);
+	e->gid_index = idx;
+	e->port_num = 1;
+	e->gid_type = ctx->cfg->link == SWV_LINK_IB ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = 0; /* no kernel netdev is bound to a swverbs port */
+}
+
+SWV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+				 uint32_t gid_index, struct ibv_gid_entry *entry, uint32_t flags,
+				 size_t entry_size)
+{
+	uint8_t raw[16];
+
+	if (!context || !entry || flags || entry_size < sizeof(struct ibv_gid_entry) ||
+	    port_num != 1 || gid_index >= SWV_GID_TBL_LEN)
+		return EINVAL;
+	struct swv_context *ctx = to_swv_ctx(context);
+	if (!gid_entry(ctx, gid_index, raw))
+		return ENODATA;
+	fill_gid_entry(ctx, gid_index, raw, entry);
+	return 0;
+}
+
+SWV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,
+					size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	uint8_t raw[16];
+	size_t n = 0;
+
+	if (!context || flags || entry_size < sizeof(struct ibv_gid_entry))
+		return -EINVAL;
+	struct swv_context *ctx = to_swv_ctx(context);
+	for (uint32_t i = 0; i < SWV_GID_TBL_LEN; i++) {
+		if (!gid_entry(ctx, i, raw))
+			continue;
+		/* Too small a buffer is an error, not a truncation (rdma-core). */
+		if (n >= max_entries || !entries)
+			return -EINVAL;
+		fill_gid_entry(ctx, i, raw,
+			       (struct ibv_gid_entry *)((char *)entries + n * entry_size));
+		n++;
+	}
+	return (ssize_t)n;
+}
+
+/* For ibv_query_gid_type (src/api/misc.c): 0 = IB/RoCEv1, 1 = RoCEv2, -1 + errno. */
+int swv_query_gid_type_sysfs(struct ibv_context *context, uint8_t port_num, unsigned index)
+{
+	uint8_t raw[16];
+
+	if (!context || port_num != 1 || index >= SWV_GID_TBL_LEN) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct swv_context *ctx = to_swv_ctx(context);
+	/* As rdma-core: an empty entry reports IB/RoCEv1. */
+	if (!gid_entry(ctx, index, raw))
+		return 0;
+	return ctx->cfg->link == SWV_LINK_IB ? 0 : 1;
+}
+
+SWV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+			      __be16 *pkey)
+{
+	if (!context || !pkey || port_num != 1 || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htobe16(0xffff); /* the default full-member P_Key */
+	return 0;
+}
+
+SWV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)
+{
+	if (!context || port_num != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (pkey == htobe16(0xffff))
+		return 0;
+	errno = ENOENT;
+	return -1;
+}

@@ -1,0 +1,263 @@
+/*
+ * Device context: construction/destruction and the QP-number table.
+ *
+ * Threading: ctx->qp_lock serialises QPN allocation/free, port creation and qp_list
+ * changes. The progress thread reads port slots lock-free (seq_cst loads) and takes
+ * qp_lock only to walk qp_list; swv_ctx_qpn_free pairs its seq_cst slot clear with
+ * swv_progress_sync so the QP can be freed once it returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/comp_cntr.h"
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/qp.h"
+#include "net/fault.h"
+#include "util/log.h"
+
+/* ibv_post_srq_recv calls ops.post_srq_recv unconditionally. No SRQ object can exist
+ * until SRQs are built (ibv_create_srq answers EOPNOTSUPP), so this only guards
+ * against a foreign or bogus SRQ pointer. */
+static int swv_post_srq_recv_unsupported(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+					 struct ibv_recv_wr **bad)
+{
+	if (bad)
+		*bad = wr;
+	return EOPNOTSUPP;
+}
+
+static bool fault_env_set(void)
+{
+	const char *s = getenv("SWVERBS_FAULT");
+	return s && *s;
+}
+
+static void port_free(struct swv_qp_port *p)
+{
+	swv_ep_close(&p->ep);
+	if (p->fault)
+		swv_fault_destroy(p->fault);
+	free(p);
+}
+
+/* Open one more UDP socket for QPNs. Called with qp_lock held (or before the context
+ * is visible). Returns the port or NULL + errno. */
+static struct swv_qp_port *port_open(struct swv_context *ctx)
+{
+	struct swv_qp_port *p = calloc(1, sizeof(*p));
+	int rc;
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	errno = 0;
+	p->fault = swv_fault_create_from_env();
+	if (!p->fault && fault_env_set()) {
+		rc = errno ? errno : EINVAL;
+		swv_log(SWV_LOG_ERR, "SWVERBS_FAULT is malformed; refusing to open the device");
+		free(p);
+		errno = rc;
+		return NULL;
+	}
+	rc = swv_ep_open(&p->ep, ctx->cfg->addr, p->fault);
+	if (rc == 0 && p->ep.port == 0xffff) {
+		/* Port 65535 would make slot 255 the multicast QPN 0xffffff: take another
+		 * port while still holding this one, so the kernel cannot hand it back. */
+		struct swv_endpoint other;
+		rc = swv_ep_open(&other, ctx->cfg->addr, p->fault);
+		swv_ep_close(&p->ep);
+		if (rc == 0)
+			p->ep = other;
+	}
+	if (rc) {
+		swv_log(SWV_LOG_ERR, "%s: cannot open a UDP socket: %s", ctx->cfg->name, strerror(rc));
+		if (p->fault)
+			swv_fault_destroy(p->fault);
+		free(p);
+		errno = rc;
+		return NULL;
+	}
+	rc = swv_progress_add_endpoint(ctx, &p->ep);
+	if (rc) {
+		port_free(p);
+		errno = rc;
+		return NULL;
+	}
+	return p;
+}
+
+struct swv_context *swv_ctx_open(struct swv_device *dev)
+{
+	struct swv_context *ctx = calloc(1, sizeof(*ctx));
+	int pfd[2] = {-1, -1};
+	int rc;
+
+	if (!ctx) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ctx->dev = dev;
+	ctx->cfg = dev->cfg;
+	pthread_mutex_init(&ctx->qp_lock, NULL);
+	swv_list_init(&ctx->qp_list);
+	pthread_mutex_init(&ctx->cntr_lock, NULL);
+	swv_list_init(&ctx->cntr_list);
+
+	struct ibv_context *ib = &ctx->vctx.context;
+	ib->device = &dev->ibdev;
+	ib->ops.poll_cq = swv_poll_cq;
+	ib->ops.req_notify_cq = swv_req_notify_cq;
+	ib->ops.post_send = swv_post_send;
+	ib->ops.post_recv = swv_post_recv;
+	ib->ops.post_srq_recv = swv_post_srq_recv_unsupported;
+	/* No kernel command channel exists; -1 is never a valid fd to misuse. */
+	ib->cmd_fd = -1;
+	ib->num_comp_vectors = 1;
+	pthread_mutex_init(&ib->mutex, NULL);
+	/* Marks the verbs_context as present for the inline wrappers; sz makes every
+	 * op in range so a NULL op cleanly reads as "not supported". */
+	ib->abi_compat = (void *)UINTPTR_MAX;
+	ctx->vctx.sz = sizeof(ctx->vctx);
+	ctx->vctx.query_port = swv_query_port;
+	ctx->vctx.query_device_ex = swv_query_device_ex;
+
+	/* Async events: the read end is what programs poll/read (blocking unless they set
+	 * O_NONBLOCK); the write end never blocks so producers cannot stall. */
+	if (pipe2(pfd, O_CLOEXEC)) {
+		rc = errno;
+		goto err_pipe;
+	}
+	if (fcntl(pfd[1], F_SETFL, O_NONBLOCK)) {
+		rc = errno;
+		goto err_mr;
+	}
+	ib->async_fd = pfd[0];
+	ctx->async_wfd = pfd[1];
+
+	rc = swv_mr_table_init(&ctx->mrs);
+	if (rc)
+		goto err_mr;
+	rc = swv_progress_start(ctx);
+	if (rc)
+		goto err_progress;
+	ctx->ports[0] = port_open(ctx);
+	if (!ctx->ports[0]) {
+		rc = errno;
+		goto err_port;
+	}
+	ctx->nports = 1;
+	ctx->fault = ctx->ports[0]->fault;
+	return ctx;
+
+err_port:
+	swv_progress_stop(ctx);
+err_progress:
+	swv_mr_table_destroy(&ctx->mrs);
+err_mr:
+	close(pfd[0]);
+	close(pfd[1]);
+err_pipe:
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->qp_lock);
+	free(ctx);
+	errno = rc;
+	return NULL;
+}
+
+void swv_ctx_close(struct swv_context *ctx)
+{
+	/* The thread goes first: nothing may receive, run timers or complete after. */
+	swv_progress_stop(ctx);
+	swv_comp_cntr_release_all(ctx);
+	for (unsigned i = 0; i < ctx->nports; i++)
+		port_free(ctx->ports[i]);
+	swv_mr_table_destroy(&ctx->mrs);
+	close(ctx->vctx.context.async_fd);
+	close(ctx->async_wfd);
+	pthread_mutex_destroy(&ctx->vctx.context.mutex);
+	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->qp_lock);
+	free(ctx);
+}
+
+int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,
+		      struct swv_endpoint **ep)
+{
+	struct swv_qp_port *p = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&ctx->qp_lock);
+	for (unsigned i = 0; i < ctx->nports; i++) {
+		if (ctx->ports[i]->used < SWV_QPN_SLOTS) {
+			p = ctx->ports[i];
+			break;
+		}
+	}
+	if (!p) {
+		if (ctx->nports == SWV_MAX_QP_PORTS) {
+			rc = ENOMEM;
+			goto out;
+		}
+		p = port_open(ctx);
+		if (!p) {
+			rc = ENOMEM;
+			goto out;
+		}
+		ctx->ports[ctx->nports++] = p;
+	}
+	/* Round-robin from the last allocation: a just-freed QPN is not reused while
+	 * the peer may still have packets for the old QP in flight. */
+	for (unsigned n = 0; n < SWV_QPN_SLOTS; n++) {
+		unsigned s = (p->next + n) % SWV_QPN_SLOTS;
+		if (atomic_load_explicit(&p->slot[s], memory_order_relaxed))
+			continue;
+		p->next = s + 1;
+		p->used++;
+		*qpn = swv_qpn_make(p->ep.port, s);
+		*ep = &p->ep;
+		swv_list_add_tail(&ctx->qp_list, &qp->ctx_entry);
+		atomic_store_explicit(&p->slot[s], qp, memory_order_seq_cst);
+		goto out;
+	}
+	rc = ENOMEM; /* unreachable: used < SWV_QPN_SLOTS guarantees a free slot */
+out:
+	pthread_mutex_unlock(&ctx->qp_lock);
+	return rc;
+}
+
+static struct swv_qp_port *port_of_qpn(struct swv_context *ctx, uint32_t qpn)
+{
+	for (unsigned i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i]->ep.port == swv_qpn_port(qpn))
+			return ctx->ports[i];
+	return NULL;
+}
+
+void swv_ctx_qpn_free(struct swv_context *ctx, struct swv_qp *qp, uint32_t qpn)
+{
+	pthread_mutex_lock(&ctx->qp_lock);
+	struct swv_qp_port *p = port_of_qpn(ctx, qpn);
+	if (p && atomic_load_explicit(&p->slot[swv_qpn_slot(qpn)], memory_order_relaxed) == qp) {
+		/* seq_cst pairs with the progress thread's seq_cst iteration start (see
+		 * swv_progress_sync). Sockets stay open until close: the port is part of
+		 * QPNs peers may still hold. */
+		atomic_store_explicit(&p->slot[swv_qpn_slot(qpn)], NULL, memory_order_seq_cst);
+		p->used--;
+		swv_list_del(&qp->ctx_entry);
+	}
+	pthread_mutex_unlock(&ctx->qp_lock);
+	swv_progress_sync(ctx);
+}
+
+struct swv_qp *swv_ctx_qp_lookup(struct swv_context *ctx, struct swv_endpoint *ep, uint32_t qpn)
+{
+	if (swv_qpn_port(qpn) != ep->port)
+		return NULL;
+	struct swv_qp_port *p = swv_container_of(ep, struct swv_qp_port, ep);
+	return atomic_load_explicit(&p->slot[swv_qpn_slot(qpn)], memory_order_seq_cst);
+}
