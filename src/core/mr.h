@@ -31,22 +31,44 @@ struct swv_mr {
 
 /* The context's MR table; embedded in struct swv_context. */
 struct swv_mr_table {
-	pthread_rwlock_t lock;   /* writers: reg/dereg; readers: every access below */
-	struct swv_mr **slot;    /* indexed by key & 0xffff; NULL = free */
+	pthread_rwlock_t lock;   /* writers: reg/dereg/rereg; readers: every access below.
+				  * Writer-preferring, so dereg is not starved by traffic;
+				  * readers therefore never nest. */
+	struct swv_mr **slot;    /* indexed by key & 0xffff; NULL = free; index 0 unused */
 	uint32_t nslots, nused;
+	uint32_t next;           /* next index to try: a freed index is reused last, so a
+				  * stale key has to wrap 65535 registrations and still match
+				  * 16 random bits to hit a new MR */
 };
+
+/* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
+ * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP/flush, ENOMEM). */
+struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
+			       size_t length, uint64_t iova, unsigned access);
+void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
+/* 0, EINVAL (bad flags/range) or EOPNOTSUPP; changes what 'flags' selects atomically
+ * with respect to accesses; keys are kept. */
+int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
+		 void *addr, size_t length, unsigned access);
+/* Access flags check shared with reg/rereg: 0, EINVAL or EOPNOTSUPP. */
+int swv_mr_check_access(unsigned access);
 
 int swv_mr_table_init(struct swv_mr_table *t);
 void swv_mr_table_destroy(struct swv_mr_table *t);
 
 /* Local access. Returns 0, or IBV_WC_LOC_PROT_ERR for a bad lkey / wrong PD / out of
- * bounds / missing IBV_ACCESS_LOCAL_WRITE on scatter. 'offset' skips that many bytes
- * of the SGE list first. */
+ * bounds / missing IBV_ACCESS_LOCAL_WRITE on scatter, or IBV_WC_LOC_LEN_ERR when the
+ * SGE list holds fewer than offset + len bytes. 'offset' skips that many bytes of the
+ * SGE list first. Only the bytes actually copied are checked against their MRs
+ * (swv_mr_check_sges checks whole SGEs at post time). SGE addresses are in the MR's
+ * IOVA space (= the host address unless registered with an iova). */
 int swv_mr_gather(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		  unsigned nsge, uint64_t offset, void *dst, size_t len);
 int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		   unsigned nsge, uint64_t offset, const void *src, size_t len);
-/* Validate an SGE list without copying (post time). Returns 0 or IBV_WC_LOC_PROT_ERR. */
+/* Validate an SGE list without copying (post time): every SGE of nonzero length must
+ * lie wholly in an MR of pd whose access includes 'access' (0 for a gather,
+ * IBV_ACCESS_LOCAL_WRITE for a receive). Returns 0 or IBV_WC_LOC_PROT_ERR. */
 int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		      unsigned nsge, unsigned access);
 
