@@ -5,19 +5,116 @@
  * aligned, either in the object itself or at application-supplied addresses
  * (swv_create_comp_cntr_ext). Updates are lock-free atomic adds with release order;
  * reads are acquire loads. Values live modulo max_value + 1.
+ *
+ * Waking: an update pays for wake-ups only when someone watches the counter
+ * ('watchers' != 0): a thread sleeping in swv_comp_cntr_wait, or an armed fd.
+ * The update does its add and then loads 'watchers'; a watcher increments
+ * 'watchers' and then loads the values. Both sides use sequentially consistent
+ * operations so at least one of them sees the other (no lost wake-up). On x86 a
+ * seq_cst read-modify-write is the same locked instruction as a release one and a
+ * seq_cst load is a plain load, so the data path pays nothing for this.
  */
 #ifndef SWV_CORE_COMP_CNTR_H
 #define SWV_CORE_COMP_CNTR_H
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/compiler.h"
+#include "util/list.h"
+
 struct swv_qp;
+struct swv_context;
+
+/* The eventfd's mode (low 2 bits of fd_state; the rest is a generation number
+ * bumped by every arm so a stale threshold check cannot fire a newer arming). */
+enum swv_cntr_fd_mode {
+	SWV_CNTR_FD_IDLE = 0,   /* no fd, or a threshold arming already fired */
+	SWV_CNTR_FD_CHANGE = 1, /* every update signals the fd */
+	SWV_CNTR_FD_THRESH = 2, /* signal once: count >= fd_threshold or err != fd_err_base */
+};
+
+struct swv_comp_cntr {
+	/* ---- first cache line: read by the data path, written only at create ---- */
+	struct ibv_comp_cntr ibcntr; /* context, handle: what the application holds */
+	_Atomic uint64_t *comp;      /* completion count: &own[0] or application memory */
+	_Atomic uint64_t *err;       /* error count: &own[1] or application memory */
+	uint64_t max_value;          /* 2^k - 1; values live modulo max_value + 1 */
+	enum ibv_comp_cntr_type type;
+	bool narrow;                 /* max_value != UINT64_MAX: increments use a CAS loop */
+	bool app_memory;             /* values at application-supplied addresses */
+	/* futex waiters + 1 while the fd is in CHANGE or THRESH mode. The data path
+	 * loads it after each update and takes the slow notify path only when != 0. */
+	_Atomic uint32_t watchers;
+
+	/* ---- second cache line: waiting and attachment bookkeeping ---- */
+	_Alignas(SWV_CACHELINE) _Atomic uint32_t nattach; /* QP op slots this counter owns;
+							   * destroy is EBUSY while > 0 */
+	_Atomic uint32_t nwaiters;   /* threads asleep (or about to sleep) on wake_seq */
+	_Atomic uint32_t wake_seq;   /* futex word: bumped before every futex wake */
+	_Atomic uint64_t wake_at;    /* smallest threshold a sleeper waits for;
+				      * UINT64_MAX = none (notify skips the futex wake) */
+
+	/* fd support. fd_lock serializes creating the eventfd and arming; the data path
+	 * never takes it (it only reads fd_state/fd_threshold/fd_err_base and CASes
+	 * fd_state from THRESH to IDLE when it fires). */
+	pthread_mutex_t fd_lock;
+	int efd;                       /* -1 until swv_comp_cntr_get_fd / arm; written under
+					* fd_lock, read by the data path only after it saw a
+					* non-IDLE fd_state (which is published after efd) */
+	_Atomic uint64_t fd_state;     /* generation << 2 | enum swv_cntr_fd_mode */
+	_Atomic uint64_t fd_threshold; /* for THRESH; written before fd_state is published */
+	_Atomic uint64_t fd_err_base;  /* error count when armed */
+
+	struct swv_list ctx_entry;     /* in ctx->cntr_list, under ctx->cntr_lock */
+
+	/* ---- the values when not in application memory: their own line ---- */
+	_Alignas(SWV_CACHELINE) _Atomic uint64_t own[2];
+};
+
+static inline struct swv_comp_cntr *to_swv_cntr(struct ibv_comp_cntr *c)
+{
+	return swv_container_of(c, struct swv_comp_cntr, ibcntr);
+}
+
+/* Op bits accepted by attach: the six upstream bits and the two extension bits. */
+#define SWV_CNTR_OP_UPSTREAM      0x3fu
+#define SWV_CNTR_OP_EXT_ATOMIC    (1u << 16)
+#define SWV_CNTR_OP_EXT_REMOTE_AT (1u << 17)
+#define SWV_CNTR_OP_ALL           (SWV_CNTR_OP_UPSTREAM | SWV_CNTR_OP_EXT_ATOMIC | SWV_CNTR_OP_EXT_REMOTE_AT)
+
+/* ---- object (core/comp_cntr.c) ---- */
+
+/* Create a counter on ctx. comp_addr/err_addr: application memory for the two
+ * values, or NULL for the counter's own storage. Arguments are already validated
+ * by the API layer. Returns NULL and sets errno (ENOMEM: max_counters reached or
+ * out of memory). */
+struct swv_comp_cntr *swv_comp_cntr_create(struct swv_context *ctx, enum ibv_comp_cntr_type type,
+					   uint64_t *comp_addr, uint64_t *err_addr);
+/* Returns 0 or EBUSY (still attached to a QP). */
+int swv_comp_cntr_destroy(struct swv_comp_cntr *c);
+
+/* Plain store / atomic add (wrapping) / acquire load. value <= max_value is checked
+ * by the caller. Stores and adds wake watchers. */
+void swv_comp_cntr_store(struct swv_comp_cntr *c, bool err, uint64_t value);
+void swv_comp_cntr_add(struct swv_comp_cntr *c, bool err, uint64_t amount);
+static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool err)
+{
+	return atomic_load_explicit(err ? c->err : c->comp, memory_order_acquire);
+}
+
+/* Map an attach op_mask to slot bits (bit i = enum swv_cntr_slot i). */
+uint32_t swv_comp_cntr_mask_to_slots(uint32_t op_mask);
+
+/* ibv_qp_attach_comp_cntr after the argument checks 1-4 (comp-cntr.md): checks 5-7
+ * under qp->lock and fills qp->cntr[]. Returns 0, EOPNOTSUPP, EINVAL or EBUSY. */
+int swv_comp_cntr_attach(struct swv_qp *qp, struct swv_comp_cntr *c, uint32_t op_mask);
 
 /* Data path: count one completed work request of 'bytes' payload. ok=false adds 1 to
- * the error count. Never blocks, never allocates. */
+ * the error count. Never blocks, never allocates. cntr may be NULL (no-op). */
 void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes);
 
 /* QP destroy: drop this QP's attachments (the counters' attach counts). Called once
@@ -25,7 +122,23 @@ void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes)
 void swv_comp_cntr_detach_qp(struct swv_qp *qp);
 
 /* Context close: release every counter the context still owns. */
-struct swv_context;
 void swv_comp_cntr_release_all(struct swv_context *ctx);
+
+/* Slow path of every update: someone watches (watchers != 0). */
+void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed);
+
+/* ---- waiting and fds (core/comp_cntr_wait.c) ---- */
+
+/* Block until count >= threshold (0), the error count changes (EIO), or timeout_ms
+ * passes (ETIMEDOUT); timeout_ms < 0 waits forever. */
+int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, int timeout_ms);
+/* The counter's eventfd (created on first use, CHANGE mode). Returns fd or -errno. */
+int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c);
+/* threshold 0 = CHANGE mode; else one-shot THRESH mode. Returns 0 or errno. */
+int swv_comp_cntr_arm_impl(struct swv_comp_cntr *c, uint64_t threshold);
+/* The fd part of notify. */
+void swv_comp_cntr_fd_notify(struct swv_comp_cntr *c);
+/* Close the eventfd (destroy). */
+void swv_comp_cntr_fd_close(struct swv_comp_cntr *c);
 
 #endif

@@ -1,0 +1,96 @@
+/*
+ * swverbs extensions to the verbs API (prefix swv_). Usable from C and C++.
+ *
+ * Completion counters: the rdma-core 65 calls (ibv_create_comp_cntr & co., declared
+ * in <infiniband/verbs.h>) plus, here,
+ *   - two attach bits for atomics, and a capability query that reports them;
+ *   - swv_comp_cntr_wait: block until a counter reaches a threshold;
+ *   - swv_comp_cntr_get_fd / swv_comp_cntr_arm: a pollable fd per counter;
+ *   - swv_create_comp_cntr_ext: a counter whose values live in application memory.
+ * Each call has a manual page (docs/man/). Link with -lswverbs.
+ */
+#ifndef INFINIBAND_SWVERBS_H
+#define INFINIBAND_SWVERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Extra ibv_qp_attach_comp_cntr_attr.op_mask bits, RC QPs only. They sit far above
+ * the upstream bits (1 << 0 .. 1 << 5) so a future upstream bit cannot collide. */
+#define SWV_QP_ATTACH_COMP_CNTR_OP_ATOMIC        (1u << 16) /* requester: CMP_SWP, FETCH_ADD */
+#define SWV_QP_ATTACH_COMP_CNTR_OP_REMOTE_ATOMIC (1u << 17) /* responder: incoming atomics */
+
+/* swv_comp_cntr_caps.flags */
+enum swv_comp_cntr_cap_flags {
+	SWV_COMP_CNTR_CAP_TYPE_BYTES = 1u << 0, /* IBV_COMP_CNTR_TYPE_BYTES supported */
+	SWV_COMP_CNTR_CAP_WAIT = 1u << 1,       /* swv_comp_cntr_wait */
+	SWV_COMP_CNTR_CAP_FD = 1u << 2,         /* swv_comp_cntr_get_fd, swv_comp_cntr_arm */
+	SWV_COMP_CNTR_CAP_APP_MEMORY = 1u << 3, /* swv_create_comp_cntr_ext with addresses */
+};
+
+struct swv_comp_cntr_caps {
+	uint64_t max_value;               /* values live modulo max_value + 1 */
+	uint32_t max_counters;            /* per device context */
+	uint32_t supported_qp_attach_ops; /* upstream bits | the two extension bits */
+	uint32_t flags;                   /* enum swv_comp_cntr_cap_flags */
+	uint32_t reserved;                /* 0 */
+};
+
+/* Like ibv_query_comp_cntr_caps, but reports the extension bits and features.
+ * Zeroes caps_size bytes, then fails with EINVAL if caps_size is smaller than
+ * struct swv_comp_cntr_caps. Returns 0 or an errno value. */
+int swv_query_comp_cntr_caps(struct ibv_context *context, struct swv_comp_cntr_caps *caps,
+			     size_t caps_size);
+
+/* The errno value swv_comp_cntr_wait returns when the error count changed while it
+ * waited. */
+#define SWV_COMP_CNTR_WAIT_ERROR EIO
+
+/* Wait until the completion count is >= threshold (returns 0), the error count
+ * differs from its value at entry (EIO), or timeout_ms milliseconds pass
+ * (ETIMEDOUT). timeout_ms < 0 waits forever, 0 only checks. Spins for a few
+ * microseconds, then sleeps without using CPU. EINVAL: NULL counter or threshold
+ * above max_value. */
+int swv_comp_cntr_wait(struct ibv_comp_cntr *comp_cntr, uint64_t threshold, int timeout_ms);
+
+/* The counter's event fd (non-blocking, close-on-exec, owned by the counter and
+ * closed by ibv_destroy_comp_cntr; do not close it yourself). Created on the first
+ * call, in change mode: it becomes readable whenever either value of the counter
+ * changes. read(2) of 8 bytes returns a positive number and clears the readiness.
+ * Returns the fd, or -1 with errno set. */
+int swv_comp_cntr_get_fd(struct ibv_comp_cntr *comp_cntr);
+
+/* Clear the fd's readiness and choose what makes it readable next:
+ * threshold == 0: change mode (every change of either value), until re-armed;
+ * threshold > 0 : one shot, once the completion count is >= threshold (at once if it
+ *                 already is) or the error count changes; then quiet until re-armed.
+ * Creates the fd if needed. Returns 0 or an errno value (EINVAL: NULL counter or
+ * threshold above max_value). */
+int swv_comp_cntr_arm(struct ibv_comp_cntr *comp_cntr, uint64_t threshold);
+
+struct swv_comp_cntr_init_attr_ext {
+	uint32_t comp_mask;            /* 0 */
+	enum ibv_comp_cntr_type type;  /* IBV_COMP_CNTR_TYPE_WRS or _BYTES */
+	uint32_t flags;                /* 0 */
+	uint64_t *comp_count_addr;     /* completion count: application memory, or NULL */
+	uint64_t *err_count_addr;      /* error count: application memory, or NULL */
+};
+
+/* ibv_create_comp_cntr with the two values at application-supplied addresses
+ * (8-byte aligned; a 64-byte aligned line of their own is best). The library writes
+ * 0 to both at create and updates them with atomic operations; the memory must stay
+ * valid until ibv_destroy_comp_cntr. Returns NULL with errno set on failure. */
+struct ibv_comp_cntr *swv_create_comp_cntr_ext(struct ibv_context *context,
+					       struct swv_comp_cntr_init_attr_ext *attr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
