@@ -2,48 +2,76 @@
  * Responder (rxe's resp): checks PSN, executes SEND / RDMA WRITE / RDMA READ / atomics
  * against receive WQEs and memory, acknowledges, and keeps read/atomic replay state
  * for duplicates. Owner: responder. Called with qp->lock held.
+ *
+ * The QP module embeds struct swv_resp_state in struct swv_qp, calls swv_resp_reset()
+ * when the QP enters RESET and on INIT->RTR (after attr.rq_psn is set), and hands every
+ * validated request packet (CRC, length, opcode parsed) to swv_resp_rx()/swv_resp_rx_from().
+ * All memory access goes through core/mr.h; every completion through swv_complete().
  */
 #ifndef SWV_TRANSPORT_RESPONDER_H
 #define SWV_TRANSPORT_RESPONDER_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 struct swv_qp;
 struct swv_pkt;
+struct swv_recv_wqe;
 
 #define SWV_MAX_RD_ATOMIC 16 /* max_qp_rd_atom / max_dest_rd_atomic limit (power of two) */
 
-/* Saved READ/atomic request for replay of duplicates. */
+/* Saved READ/atomic request for replay of duplicates (one slot of the ring). */
 struct swv_resp_res {
 	bool valid, is_atomic;
-	uint32_t first_psn, last_psn;
-	uint64_t va;
+	uint32_t first_psn, last_psn; /* READ: one PSN per response packet */
+	uint64_t va;                  /* original RETH / AtomicETH VA */
 	uint32_t rkey, len;
-	uint64_t atomic_orig;
+	uint64_t atomic_orig;         /* value returned the first time (never re-executed) */
 	uint8_t atomic_opcode;
 	uint64_t atomic_swap_add, atomic_cmp;
+};
+
+/* Responder statistics, for swverbs-info and tests (written under qp->lock). */
+struct swv_resp_stats {
+	uint64_t executed;       /* request packets executed */
+	uint64_t duplicates;     /* duplicate request packets seen */
+	uint64_t read_replays;   /* duplicate READs answered from a saved resource */
+	uint64_t atomic_replays; /* duplicate atomics answered with the saved value */
+	uint64_t seq_naks;       /* NAK 0x60 sent */
+	uint64_t rnr_naks;       /* RNR NAKs sent */
+	uint64_t err_naks;       /* NAK 0x61..0x63 sent */
+	uint64_t dropped;        /* silently dropped (gap, malformed, UC/UD errors, no resource) */
 };
 
 struct swv_resp_state {
 	uint32_t epsn;        /* expected PSN */
 	uint32_t msn;         /* 24-bit message sequence number */
-	bool nak_sent;        /* sequence NAK sent for the current gap */
+	bool nak_sent;        /* sequence (or RNR) NAK sent: drop later PSNs until epsn arrives */
+	bool drop_msg;        /* UC: discard packets until the next FIRST/ONLY */
 	/* in-progress inbound message */
-	uint8_t last_opcode;  /* to check FIRST/MIDDLE/LAST sequencing; 0xff = none */
+	uint8_t last_opcode;  /* opcode of the last executed packet; 0xff = none */
+	uint32_t cur;         /* 0, or SWV_RQ_SEND / SWV_RQ_WRITE while a multi-packet message runs */
 	uint64_t msg_off;     /* bytes placed so far */
 	uint64_t write_va;    /* RDMA WRITE target of the current message */
 	uint32_t write_rkey, write_len;
-	bool have_rwqe;       /* a receive WQE is held for the current SEND */
+	/* Receive WQE held for the current SEND (or WRITE_WITH_IMM LAST): it stays at the
+	 * head of qp->rq until completed, so post_recv never touches it. NULL = none. */
+	struct swv_recv_wqe *rwqe;
+	bool have_rwqe;
 	uint64_t rwqe_wr_id;
-	/* replay ring */
+	/* replay ring, sized by max_dest_rd_atomic rounded up to a power of two */
 	struct swv_resp_res res[SWV_MAX_RD_ATOMIC];
 	uint32_t res_next;
+	struct swv_resp_stats stats;
 };
 
 /* Handle one request packet (RC/UC/UD). */
 void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt);
-/* Reset responder state (RESET, INIT->RTR with a new rq_psn). */
+/* Same, with the datagram's source address: UD uses it for the GRH written in front of
+ * the payload and for wc.slid. src may be NULL (GRH then carries no source). */
+void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
+/* Reset responder state (RESET, INIT->RTR with a new rq_psn: epsn = attr.rq_psn). */
 void swv_resp_reset(struct swv_qp *qp);
 
 #endif

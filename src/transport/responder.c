@@ -1,0 +1,777 @@
+/*
+ * Responder, RC/UC/UD request side (roce-wire.md 4.2, 4.3, 5.2, 7.2): PSN checking,
+ * opcode sequencing, SEND placement into receive WQEs, RDMA WRITE placement, ACK/NAK
+ * generation and the error rules. READ, atomics and their replay ring live in
+ * responder_read.c.
+ *
+ * Order of checks for an in-order request, as rxe does it: opcode sequence, QP access
+ * flags, resources (receive WQE / read-atomic resources), lengths, R_Key, execute.
+ * Nothing is written to memory before every check that can refuse the packet passed,
+ * and all memory access goes through core/mr.h.
+ */
+#include "transport/responder.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "core/completion.h"
+#include "core/context.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "net/addr.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/responder_int.h"
+#include "util/log.h"
+
+/* ---------------------------------------------------------------- pure helpers */
+
+uint32_t swv_resp_classify(enum ibv_qp_type type, uint8_t opcode)
+{
+	static const uint32_t cls[32] = {
+		[SWV_OP_SEND_FIRST] = SWV_RQ_SEND | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
+		[SWV_OP_SEND_MIDDLE] = SWV_RQ_SEND | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
+		[SWV_OP_SEND_LAST] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
+		[SWV_OP_SEND_LAST_IMM] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM,
+		[SWV_OP_SEND_ONLY] = SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
+		[SWV_OP_SEND_ONLY_IMM] =
+			SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_IMM,
+		[SWV_OP_WRITE_FIRST] = SWV_RQ_WRITE | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
+		[SWV_OP_WRITE_MIDDLE] = SWV_RQ_WRITE | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
+		[SWV_OP_WRITE_LAST] = SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
+		/* WRITE_WITH_IMM consumes a receive WQE, at its last packet (the only one
+		 * that says "with immediate") */
+		[SWV_OP_WRITE_LAST_IMM] =
+			SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM | SWV_RQ_RWQE,
+		[SWV_OP_WRITE_ONLY] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
+		[SWV_OP_WRITE_ONLY_IMM] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD |
+					  SWV_RQ_RETH | SWV_RQ_IMM | SWV_RQ_RWQE,
+		[SWV_OP_READ_REQUEST] = SWV_RQ_READ | SWV_RQ_ONLY | SWV_RQ_RETH,
+		[SWV_OP_CMP_SWAP] = SWV_RQ_ATOMIC | SWV_RQ_ONLY | SWV_RQ_CMPSWAP,
+		[SWV_OP_FETCH_ADD] = SWV_RQ_ATOMIC | SWV_RQ_ONLY,
+		[SWV_OP_SEND_LAST_INV] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_INV,
+		[SWV_OP_SEND_ONLY_INV] =
+			SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_INV,
+	};
+	uint8_t tp = opcode & 0xe0, op = opcode & 0x1f;
+	uint32_t c = cls[op];
+
+	switch (type) {
+	case IBV_QPT_RC:
+		return tp == SWV_OP_RC ? c : 0;
+	case IBV_QPT_UC:
+		/* UC has SEND and RDMA WRITE only, no invalidate */
+		if (tp != SWV_OP_UC || op > SWV_OP_WRITE_ONLY_IMM)
+			return 0;
+		return c;
+	case IBV_QPT_UD:
+		if (tp != SWV_OP_UD || (op != SWV_OP_SEND_ONLY && op != SWV_OP_SEND_ONLY_IMM))
+			return 0;
+		return c | SWV_RQ_DETH;
+	default:
+		return 0;
+	}
+}
+
+enum swv_resp_seq swv_resp_check_seq(uint32_t cur, uint32_t cls)
+{
+	if (cur) {
+		/* only MIDDLE or LAST of the same kind may follow FIRST/MIDDLE */
+		if ((cls & cur) && !(cls & SWV_RQ_FIRST) && (cls & (SWV_RQ_MIDDLE | SWV_RQ_LAST)))
+			return SWV_SEQ_OK;
+		return SWV_SEQ_MISSING_LAST;
+	}
+	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && !(cls & SWV_RQ_FIRST))
+		return SWV_SEQ_MISSING_FIRST;
+	return SWV_SEQ_OK;
+}
+
+bool swv_resp_paylen_ok(uint32_t cls, uint32_t paylen, uint32_t mtu)
+{
+	if (!(cls & (SWV_RQ_SEND | SWV_RQ_WRITE)))
+		return paylen == 0;
+	if ((cls & SWV_RQ_ONLY) == SWV_RQ_ONLY)
+		return paylen <= mtu;
+	if (cls & (SWV_RQ_FIRST | SWV_RQ_MIDDLE))
+		return paylen == mtu;
+	return paylen >= 1 && paylen <= mtu; /* LAST */
+}
+
+uint32_t swv_resp_read_npkts(uint32_t len, uint32_t mtu)
+{
+	if (len == 0)
+		return 1;
+	return (uint32_t)(((uint64_t)len + mtu - 1) / mtu);
+}
+
+uint32_t swv_resp_ring_size(uint32_t max_dest_rd_atomic)
+{
+	uint32_t n = 1;
+
+	while (n < max_dest_rd_atomic && n < SWV_MAX_RD_ATOMIC)
+		n <<= 1;
+	return n;
+}
+
+struct swv_resp_res *swv_resp_res_find(struct swv_resp_state *s, uint32_t psn)
+{
+	/* Scan every slot: the ring may have been sized differently when a slot was
+	 * filled, and a stale-but-valid entry is still a correct answer for its PSNs. */
+	for (unsigned i = 0; i < SWV_MAX_RD_ATOMIC; i++) {
+		struct swv_resp_res *r = &s->res[i];
+
+		if (r->valid && swv_psn_cmp(psn, r->first_psn) >= 0 &&
+		    swv_psn_cmp(psn, r->last_psn) <= 0)
+			return r;
+	}
+	return NULL;
+}
+
+struct swv_resp_res *swv_resp_res_alloc(struct swv_resp_state *s, uint32_t ring)
+{
+	struct swv_resp_res *r = &s->res[s->res_next & (ring - 1)];
+
+	s->res_next++;
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+uint32_t swv_resp_mtu(const struct swv_qp *qp)
+{
+	if (qp->mtu >= 256 && qp->mtu <= 4096)
+		return qp->mtu;
+	if (qp->attr.path_mtu >= IBV_MTU_256 && qp->attr.path_mtu <= IBV_MTU_4096)
+		return 128u << qp->attr.path_mtu;
+	return 4096; /* UD before any path MTU: the largest the wire allows */
+}
+
+/* ---------------------------------------------------------------- output */
+
+void swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		   uint64_t atomic_orig, const void *payload, uint32_t paylen)
+{
+	struct swv_pkt p;
+	uint8_t hdr[SWV_MAX_HDR_LEN];
+	size_t hlen;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	p.opcode = opcode;
+	p.pkey = SWV_PKEY_DEFAULT;
+	p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
+	p.psn = psn & SWV_PSN_MASK;
+	p.aeth_syndrome = syndrome;
+	p.aeth_msn = qp->resp.msn & SWV_PSN_MASK;
+	p.atmack_orig = atomic_orig;
+	p.payload = payload;
+	p.paylen = paylen;
+	hlen = swv_pkt_build_hdr(hdr, &p);
+	if (!hlen) {
+		swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn, opcode);
+		return;
+	}
+	/* A failed transmit (full socket buffer) is a lost packet: the requester's
+	 * timer recovers it, so there is nothing to undo here. */
+	rc = swv_qp_xmit(qp, &qp->peer, hdr, hlen, payload, paylen);
+	if (rc)
+		swv_log(SWV_LOG_DEBUG, "responder: qp %#x xmit opcode %#x psn %#x: %d\n", qp->qpn,
+			opcode, psn, rc);
+}
+
+static void resp_ack(struct swv_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, psn, syndrome, 0, NULL, 0);
+}
+
+void swv_resp_remote_done(struct swv_qp *qp, enum swv_cntr_slot slot, bool ok, uint64_t bytes)
+{
+	struct swv_completion c;
+
+	memset(&c, 0, sizeof(c));
+	c.slot = slot;
+	c.cq = NULL; /* remote operations never produce a CQE at the responder */
+	c.wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
+	c.wc.qp_num = qp->qpn;
+	c.bytes = ok ? bytes : 0;
+	swv_complete(qp, &c);
+}
+
+/* ---------------------------------------------------------------- receive WQEs */
+
+/* Oldest posted receive WQE, or NULL. The WQE stays in the ring (head not advanced)
+ * until it completes, so a multi-packet SEND can keep using it. */
+static struct swv_recv_wqe *rwqe_peek(struct swv_qp *qp)
+{
+	if (qp->srq) {
+		/* SRQ support belongs here: copy the WQE out of the shared queue into
+		 * per-QP storage. Until then such a QP answers RNR. */
+		return NULL;
+	}
+	if (!qp->rq.buf || swv_wq_used(&qp->rq) == 0)
+		return NULL;
+	return swv_wq_slot(&qp->rq, qp->rq.head);
+}
+
+static void rwqe_hold(struct swv_resp_state *s, struct swv_recv_wqe *w)
+{
+	s->rwqe = w;
+	s->have_rwqe = w != NULL;
+	s->rwqe_wr_id = w ? w->wr_id : 0;
+}
+
+static bool rwqe_malformed(const struct swv_qp *qp, const struct swv_recv_wqe *w)
+{
+	/* post_recv wrote it, but never index past the slot on a corrupted count */
+	return w->num_sge > qp->rq.max_sge;
+}
+
+static void rwqe_wc_init(struct swv_qp *qp, struct swv_completion *c, enum ibv_wc_status st)
+{
+	memset(c, 0, sizeof(*c));
+	c->slot = SWV_CNTR_RECV;
+	c->cq = qp->rcq;
+	c->solicited = true; /* errors always wake a solicited-only waiter */
+	c->wc.wr_id = qp->resp.rwqe->wr_id;
+	c->wc.status = st;
+	c->wc.opcode = IBV_WC_RECV;
+	c->wc.qp_num = qp->qpn;
+	c->wc.src_qp = qp->attr.dest_qp_num;
+	c->wc.slid = qp->attr.ah_attr.dlid; /* peer LID; 0 on a RoCE-style port */
+	c->wc.sl = 0;
+	c->wc.pkey_index = 0;
+}
+
+/* Retire the held WQE and complete it. Returns 0 or ENOSPC (CQ overflow). */
+static int rwqe_finish(struct swv_qp *qp, struct swv_completion *c)
+{
+	/* everything needed is copied into *c: the slot may be reused once head moves */
+	if (!qp->srq)
+		qp->rq.head++;
+	rwqe_hold(&qp->resp, NULL);
+	return swv_complete(qp, c) == ENOSPC ? ENOSPC : 0;
+}
+
+static int rwqe_complete_err(struct swv_qp *qp, enum ibv_wc_status st)
+{
+	struct swv_completion c;
+
+	if (!qp->resp.rwqe)
+		return 0;
+	rwqe_wc_init(qp, &c, st);
+	return rwqe_finish(qp, &c);
+}
+
+/* ---------------------------------------------------------------- SEND / WRITE */
+
+static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *pkt,
+				       uint32_t cls, uint32_t mtu)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_recv_wqe *w;
+	struct swv_completion c;
+
+	if (cls & SWV_RQ_FIRST) {
+		w = rwqe_peek(qp);
+		if (!w)
+			return SWV_RESP_ERR_RNR;
+		rwqe_hold(s, w);
+		s->msg_off = 0;
+		if (rwqe_malformed(qp, w))
+			return SWV_RESP_ERR_RWQE;
+	}
+	w = s->rwqe;
+	if (!w) /* sequencing guarantees one; never scatter without it */
+		return SWV_RESP_ERR_INV_REQ;
+	if (!swv_resp_paylen_ok(cls, pkt->paylen, mtu))
+		return SWV_RESP_ERR_INV_REQ;
+	/* Receive buffer too small: rxe NAKs invalid request and completes the receive
+	 * WQE with IBV_WC_REM_INV_REQ_ERR (roce-wire.md 5.2), which swverbs follows; a
+	 * hardware HCA would report IBV_WC_LOC_LEN_ERR on this (receive) side. */
+	if (s->msg_off + pkt->paylen > w->length)
+		return SWV_RESP_ERR_INV_REQ;
+	if (pkt->paylen &&
+	    swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, s->msg_off, pkt->payload,
+			   pkt->paylen))
+		return SWV_RESP_ERR_RWQE; /* bad lkey / PD / bounds / LOCAL_WRITE in the WQE */
+	s->msg_off += pkt->paylen;
+	if (!(cls & SWV_RQ_LAST)) {
+		s->cur = SWV_RQ_SEND;
+		return SWV_RESP_OK;
+	}
+	s->cur = 0;
+	if (cls & SWV_RQ_INV) {
+		/* swverbs has no memory windows or fast-registration MRs, so no R_Key
+		 * can be invalidated: the data is placed, the receive completes with
+		 * REM_INV_REQ_ERR and the QP goes to ERR without a NAK (5.2). */
+		return SWV_RESP_ERR_INV_RKEY;
+	}
+	rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
+	c.solicited = pkt->se;
+	c.wc.byte_len = (uint32_t)s->msg_off;
+	c.bytes = s->msg_off;
+	if (cls & SWV_RQ_IMM) {
+		c.wc.imm_data = pkt->imm;
+		c.wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	s->msn++;
+	if (rwqe_finish(qp, &c))
+		return SWV_RESP_ERR_CQ;
+	return SWV_RESP_OK;
+}
+
+static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt *pkt,
+					uint32_t cls, uint32_t mtu)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_completion c;
+	uint64_t remaining;
+
+	if (cls & SWV_RQ_RWQE) { /* WRITE_WITH_IMM: the receive WQE is checked first */
+		struct swv_recv_wqe *w = rwqe_peek(qp);
+
+		if (!w)
+			return SWV_RESP_ERR_RNR;
+		rwqe_hold(s, w);
+		if (rwqe_malformed(qp, w))
+			return SWV_RESP_ERR_RWQE;
+	}
+	if (!swv_resp_paylen_ok(cls, pkt->paylen, mtu))
+		return SWV_RESP_ERR_INV_REQ;
+	if (cls & SWV_RQ_FIRST) {
+		if (pkt->reth_len > SWV_RESP_MAX_MSG)
+			return SWV_RESP_ERR_INV_REQ;
+		s->write_va = pkt->reth_va;
+		s->write_rkey = pkt->reth_rkey;
+		s->write_len = pkt->reth_len;
+		s->msg_off = 0;
+	}
+	/* the packets must add up to exactly the RETH length */
+	remaining = s->write_len - s->msg_off;
+	if (cls & SWV_RQ_LAST) {
+		if (pkt->paylen != remaining)
+			return SWV_RESP_ERR_INV_REQ;
+	} else if (pkt->paylen >= remaining) {
+		return SWV_RESP_ERR_INV_REQ;
+	}
+	/* the whole target range is validated once, before the first byte lands */
+	if ((cls & SWV_RQ_FIRST) && s->write_len &&
+	    swv_mr_remote_check(qp->ctx, qp->pd, s->write_rkey, s->write_va, s->write_len,
+				IBV_ACCESS_REMOTE_WRITE))
+		return SWV_RESP_ERR_ACCESS;
+	/* remote_write re-checks under the MR lock: a deregistration since FIRST
+	 * refuses the packet rather than touching freed memory */
+	if (pkt->paylen &&
+	    swv_mr_remote_write(qp->ctx, qp->pd, s->write_rkey, s->write_va + s->msg_off,
+				pkt->payload, pkt->paylen))
+		return SWV_RESP_ERR_ACCESS;
+	s->msg_off += pkt->paylen;
+	if (!(cls & SWV_RQ_LAST)) {
+		s->cur = SWV_RQ_WRITE;
+		return SWV_RESP_OK;
+	}
+	s->cur = 0;
+	s->msn++;
+	/* last byte placed: the message counts once, before it is acknowledged */
+	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, s->write_len);
+	if (cls & SWV_RQ_IMM) {
+		rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
+		c.solicited = pkt->se;
+		c.wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+		/* rxe and mlx5 report the RDMA WRITE length here (nothing lands in the
+		 * receive buffer); BYTES counters on RECV add the same value. */
+		c.wc.byte_len = s->write_len;
+		c.bytes = s->write_len;
+		c.wc.imm_data = pkt->imm;
+		c.wc.wc_flags |= IBV_WC_WITH_IMM;
+		if (rwqe_finish(qp, &c))
+			return SWV_RESP_ERR_CQ;
+	}
+	return SWV_RESP_OK;
+}
+
+/* Checks and execution shared by RC and UC (rc selects RC's strictness). */
+static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
+				      bool rc)
+{
+	struct swv_resp_state *s = &qp->resp;
+	unsigned acc = qp->attr.qp_access_flags;
+	uint32_t mtu = swv_resp_mtu(qp);
+
+	switch (swv_resp_check_seq(s->cur, cls)) {
+	case SWV_SEQ_OK:
+		break;
+	case SWV_SEQ_MISSING_LAST:
+		if (!rc && (cls & SWV_RQ_FIRST)) {
+			/* UC: the previous message lost its end; it is abandoned (its
+			 * receive WQE stays posted) and this one starts afresh */
+			s->cur = 0;
+			rwqe_hold(s, NULL);
+			break;
+		}
+		return rc ? SWV_RESP_ERR_INV_REQ : SWV_RESP_DROP;
+	case SWV_SEQ_MISSING_FIRST:
+		return rc ? SWV_RESP_ERR_INV_REQ : SWV_RESP_DROP;
+	}
+
+	if (((cls & SWV_RQ_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE)) ||
+	    ((cls & SWV_RQ_READ) && !(acc & IBV_ACCESS_REMOTE_READ)) ||
+	    ((cls & SWV_RQ_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC)))
+		return SWV_RESP_ERR_INV_REQ;
+
+	if (cls & SWV_RQ_READ)
+		return swv_resp_read(qp, pkt);
+	if (cls & SWV_RQ_ATOMIC)
+		return swv_resp_atomic(qp, pkt, cls);
+	if (cls & SWV_RQ_SEND)
+		return resp_send_pkt(qp, pkt, cls, mtu);
+	return resp_write_pkt(qp, pkt, cls, mtu);
+}
+
+static enum swv_cntr_slot remote_slot(uint32_t cls)
+{
+	if (cls & SWV_RQ_READ)
+		return SWV_CNTR_REMOTE_RDMA_READ;
+	if (cls & SWV_RQ_ATOMIC)
+		return SWV_CNTR_REMOTE_ATOMIC;
+	return SWV_CNTR_REMOTE_RDMA_WRITE;
+}
+
+/* ---------------------------------------------------------------- RC */
+
+static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
+		     enum swv_resp_err err)
+{
+	struct swv_resp_state *s = &qp->resp;
+	enum ibv_wc_status st;
+	uint8_t syn = 0;
+
+	switch (err) {
+	case SWV_RESP_OK:
+		return;
+	case SWV_RESP_DROP:
+		s->stats.dropped++;
+		return;
+	case SWV_RESP_ERR_RNR:
+		/* Not an error: the requester waits and resends from this PSN, so epsn
+		 * stays. Later PSNs already in flight are dropped without a sequence NAK,
+		 * which would only cut the requester's RNR wait short. */
+		s->stats.rnr_naks++;
+		s->nak_sent = true;
+		resp_ack(qp, SWV_AETH_RNR | (qp->attr.min_rnr_timer & 0x1f), pkt->psn);
+		return;
+	case SWV_RESP_ERR_CQ:
+		s->cur = 0;
+		swv_qp_cq_overflow(qp, qp->rcq);
+		return;
+	case SWV_RESP_ERR_INV_REQ:
+		syn = SWV_AETH_NAK_INV;
+		st = IBV_WC_REM_INV_REQ_ERR;
+		break;
+	case SWV_RESP_ERR_ACCESS:
+		syn = SWV_AETH_NAK_ACCESS;
+		st = IBV_WC_REM_ACCESS_ERR;
+		break;
+	case SWV_RESP_ERR_RWQE:
+		syn = SWV_AETH_NAK_OP;
+		st = IBV_WC_LOC_QP_OP_ERR;
+		break;
+	case SWV_RESP_ERR_INV_RKEY:
+	default:
+		st = IBV_WC_REM_INV_REQ_ERR;
+		break;
+	}
+	/* a refused remote WRITE/READ/atomic moves that counter's error count */
+	if (cls & (SWV_RQ_WRITE | SWV_RQ_READ | SWV_RQ_ATOMIC))
+		swv_resp_remote_done(qp, remote_slot(cls), false, 0);
+	rwqe_complete_err(qp, st); /* CQ overflow changes nothing: ERR follows anyway */
+	if (err == SWV_RESP_ERR_INV_RKEY) {
+		if (pkt->ackreq)
+			resp_ack(qp, SWV_AETH_ACK, pkt->psn);
+	} else {
+		s->stats.err_naks++;
+		resp_ack(qp, syn, pkt->psn);
+	}
+	s->cur = 0;
+	/* every row of 5.2 with a NAK 0x61..0x63 moves the responder QP to ERR */
+	swv_qp_to_error(qp);
+}
+
+static void rc_duplicate(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_resp_state *s = &qp->resp;
+
+	s->stats.duplicates++;
+	if (cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) {
+		/* C9-105: never execute twice; re-acknowledge what was executed last,
+		 * so a requester whose ACK was lost completes its WQEs */
+		resp_ack(qp, SWV_AETH_ACK, swv_psn_add(s->epsn, SWV_PSN_MASK));
+		return;
+	}
+	if (cls & SWV_RQ_READ)
+		swv_resp_read_dup(qp, pkt);
+	else if (cls & SWV_RQ_ATOMIC)
+		swv_resp_atomic_dup(qp, pkt);
+}
+
+static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_resp_state *s = &qp->resp;
+	int32_t d = swv_psn_cmp(pkt->psn, s->epsn);
+	enum swv_resp_err err;
+
+	if (d > 0) {
+		/* one sequence NAK per gap; the requester goes back to epsn */
+		if (!s->nak_sent) {
+			s->nak_sent = true;
+			s->stats.seq_naks++;
+			resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+		} else {
+			s->stats.dropped++;
+		}
+		return;
+	}
+	if (d < 0) {
+		rc_duplicate(qp, pkt, cls);
+		return;
+	}
+	s->nak_sent = false;
+	err = resp_execute(qp, pkt, cls, true);
+	if (err != SWV_RESP_OK) {
+		rc_error(qp, pkt, cls, err);
+		return;
+	}
+	s->stats.executed++;
+	s->last_opcode = pkt->opcode;
+	if (!(cls & SWV_RQ_READ)) /* a READ moved epsn past its response PSNs */
+		s->epsn = swv_psn_add(pkt->psn, 1);
+	/* coalesced ACKs: only where the requester asked (READ/atomic answered already) */
+	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq)
+		resp_ack(qp, SWV_AETH_ACK, pkt->psn);
+}
+
+/* ---------------------------------------------------------------- UC */
+
+static void uc_abandon(struct swv_resp_state *s)
+{
+	/* the receive WQE of an unfinished SEND was never retired: the next message
+	 * uses it again (what it received so far is overwritten) */
+	s->cur = 0;
+	s->msg_off = 0;
+	rwqe_hold(s, NULL);
+}
+
+static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_resp_state *s = &qp->resp;
+	enum swv_resp_err err;
+
+	/* UC never NAKs: a PSN gap loses the message in progress; resume at a FIRST/ONLY */
+	if (s->drop_msg || pkt->psn != s->epsn) {
+		if (!(cls & SWV_RQ_FIRST)) {
+			s->drop_msg = true;
+			uc_abandon(s);
+			s->stats.dropped++;
+			return;
+		}
+		s->drop_msg = false;
+		uc_abandon(s);
+	}
+	err = resp_execute(qp, pkt, cls, false);
+	switch (err) {
+	case SWV_RESP_OK:
+		s->stats.executed++;
+		s->last_opcode = pkt->opcode;
+		s->epsn = swv_psn_add(pkt->psn, 1);
+		return;
+	case SWV_RESP_ERR_RWQE:
+		/* a local failure, not the sender's: like RC, the QP goes to ERR */
+		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
+		s->cur = 0;
+		swv_qp_to_error(qp);
+		return;
+	case SWV_RESP_ERR_CQ:
+		s->cur = 0;
+		swv_qp_cq_overflow(qp, qp->rcq);
+		return;
+	case SWV_RESP_ERR_INV_REQ:
+	case SWV_RESP_ERR_ACCESS:
+		if (cls & SWV_RQ_WRITE)
+			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, false, 0);
+		/* fall through */
+	default:
+		/* drop the rest of the message; a held receive WQE stays posted */
+		s->stats.dropped++;
+		uc_abandon(s);
+		s->drop_msg = true;
+		s->epsn = swv_psn_add(pkt->psn, 1);
+		return;
+	}
+}
+
+/* ---------------------------------------------------------------- UD */
+
+static uint16_t ip_csum(const uint8_t *h, size_t len)
+{
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)h[i] << 8 | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* The 40 bytes in front of every UD receive (roce-wire.md 8): on a RoCE-style port
+ * 20 zero bytes then an IPv4 header, as rxe writes it; on an IB-style port an IB GRH
+ * whose GIDs are the swverbs GIDs of both ends, so ibv_init_ah_from_wc finds its way
+ * back to the sender either way. */
+static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
+			 const struct sockaddr_in *src, uint8_t grh[40])
+{
+	const struct swv_dev_config *cfg = qp->ctx ? qp->ctx->cfg : NULL;
+	uint32_t tlen = (uint32_t)(SWV_BTH_LEN + 8 + ((pkt->opcode & 0x1f) == SWV_OP_SEND_ONLY_IMM ? 4 : 0) +
+				   pkt->paylen + ((-pkt->paylen) & 3) + SWV_CRC_LEN);
+
+	memset(grh, 0, 40);
+	if (cfg && cfg->link == SWV_LINK_ETH) {
+		uint8_t *ip = grh + 20;
+		uint16_t tot = (uint16_t)(20 + 8 + tlen), cs;
+
+		ip[0] = 0x45;
+		ip[2] = tot >> 8;
+		ip[3] = tot & 0xff;
+		ip[6] = 0x40; /* DF */
+		ip[8] = 64;   /* TTL */
+		ip[9] = 17;   /* UDP */
+		if (src)
+			memcpy(ip + 12, &src->sin_addr, 4);
+		memcpy(ip + 16, &cfg->addr, 4);
+		cs = ip_csum(ip, 20);
+		ip[10] = cs >> 8;
+		ip[11] = cs & 0xff;
+		return;
+	}
+	grh[0] = 0x60; /* IP version 6, traffic class 0, flow label 0 */
+	grh[4] = (uint8_t)(tlen >> 8);
+	grh[5] = (uint8_t)tlen;
+	grh[6] = 0x1b; /* next header: IBA transport */
+	grh[7] = 64;   /* hop limit */
+	if (src) {
+		uint64_t guid = swv_guid_from_ip(src->sin_addr);
+
+		grh[8] = 0xfe;
+		grh[9] = 0x80;
+		for (int i = 0; i < 8; i++)
+			grh[16 + i] = (uint8_t)(guid >> (56 - 8 * i));
+	}
+	if (cfg)
+		swv_gid_of_device(cfg, grh + 24);
+}
+
+static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
+		  const struct sockaddr_in *src)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_recv_wqe *w;
+	struct swv_completion c;
+	uint8_t grh[40];
+
+	/* UD never answers: every refusal is a silent drop, as rxe does (a hardware HCA
+	 * would complete a too-small receive with IBV_WC_LOC_LEN_ERR instead) */
+	if (pkt->deth_qkey != qp->attr.qkey || pkt->paylen > swv_resp_mtu(qp)) {
+		s->stats.dropped++;
+		return;
+	}
+	w = rwqe_peek(qp);
+	if (!w) {
+		s->stats.dropped++;
+		return;
+	}
+	rwqe_hold(s, w);
+	if (rwqe_malformed(qp, w)) {
+		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
+		swv_qp_to_error(qp);
+		return;
+	}
+	if (sizeof(grh) + (uint64_t)pkt->paylen > w->length) {
+		rwqe_hold(s, NULL);
+		s->stats.dropped++;
+		return;
+	}
+	ud_build_grh(qp, pkt, src, grh);
+	if (swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, grh, sizeof(grh)) ||
+	    (pkt->paylen && swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, sizeof(grh),
+					   pkt->payload, pkt->paylen))) {
+		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
+		swv_qp_to_error(qp);
+		return;
+	}
+	rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
+	c.solicited = pkt->se;
+	c.wc.byte_len = (uint32_t)sizeof(grh) + pkt->paylen;
+	c.bytes = c.wc.byte_len;
+	c.wc.src_qp = pkt->deth_sqpn;
+	c.wc.wc_flags = IBV_WC_GRH;
+	c.wc.slid = 0;
+	if (src && qp->ctx && qp->ctx->cfg && qp->ctx->cfg->link == SWV_LINK_IB)
+		c.wc.slid = swv_lid_from_ip(qp->ctx->cfg, src->sin_addr);
+	if (cls & SWV_RQ_IMM) {
+		c.wc.imm_data = pkt->imm;
+		c.wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	s->stats.executed++;
+	if (rwqe_finish(qp, &c))
+		swv_qp_cq_overflow(qp, qp->rcq);
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+/* Defensive re-validation of what the parser promised, against the opcode byte. */
+static bool pkt_consistent(const struct swv_pkt *pkt, uint32_t cls)
+{
+	if (pkt->paylen && (!(cls & SWV_RQ_PAYLOAD) || !pkt->payload))
+		return false;
+	if (pkt->paylen > 4096)
+		return false;
+	return (pkt->psn & ~SWV_PSN_MASK) == 0;
+}
+
+void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
+{
+	uint32_t cls;
+
+	/* requests are served from RTR on; in ERR (and before RTR) they vanish */
+	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
+	    qp->state != IBV_QPS_SQE)
+		return;
+	cls = swv_resp_classify(qp->type, pkt->opcode);
+	if (!cls || !pkt_consistent(pkt, cls)) {
+		qp->resp.stats.dropped++;
+		return;
+	}
+	switch (qp->type) {
+	case IBV_QPT_RC:
+		rc_rx(qp, pkt, cls);
+		break;
+	case IBV_QPT_UC:
+		uc_rx(qp, pkt, cls);
+		break;
+	case IBV_QPT_UD:
+		ud_rx(qp, pkt, cls, src);
+		break;
+	default:
+		break;
+	}
+}
+
+void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	swv_resp_rx_from(qp, pkt, NULL);
+}
+
+void swv_resp_reset(struct swv_qp *qp)
+{
+	memset(&qp->resp, 0, sizeof(qp->resp));
+	qp->resp.epsn = qp->attr.rq_psn & SWV_PSN_MASK;
+	qp->resp.last_opcode = 0xff;
+}

@@ -1,0 +1,174 @@
+/*
+ * Responder, RC RDMA READ and atomics: execution, the responder-resource ring and the
+ * replay of duplicates (roce-wire.md 4.3). A READ or atomic is executed once; a
+ * duplicate is answered from the saved resource: READ data is read again from memory
+ * (the requester asked for it again), an atomic returns the saved original value and
+ * never touches memory a second time.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "core/completion.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/responder.h"
+#include "transport/responder_int.h"
+#include "util/compiler.h"
+
+/*
+ * Send READ responses for [va, va+len) with PSNs psn, psn+1, ...
+ * fresh: the response starts at the request's first PSN, so it opens with FIRST/ONLY;
+ * otherwise it is a mid-message restart (the requester re-asked from a later PSN with
+ * the VA advanced by whole MTUs) and continues with MIDDLE.../LAST, as rxe does.
+ * count: a new request: REMOTE_RDMA_READ counts once, after the last byte has been
+ * read from memory and just before the last response leaves, so the requester can
+ * never see its READ complete before the responder's counter moved.
+ */
+static enum swv_resp_err read_respond(struct swv_qp *qp, uint32_t rkey, uint64_t va,
+				      uint32_t len, uint32_t psn, bool fresh, bool count)
+{
+	uint8_t buf[4096];
+	uint32_t mtu = swv_resp_mtu(qp);
+	uint32_t n = swv_resp_read_npkts(len, mtu);
+	uint64_t off = 0;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t chunk = (uint32_t)SWV_MIN((uint64_t)mtu, len - off);
+		uint8_t op, syn = SWV_AETH_ACK;
+
+		if (n == 1)
+			op = fresh ? SWV_OP_READ_RESP_ONLY : SWV_OP_READ_RESP_LAST;
+		else if (k == 0)
+			op = fresh ? SWV_OP_READ_RESP_FIRST : SWV_OP_READ_RESP_MIDDLE;
+		else if (k == n - 1)
+			op = SWV_OP_READ_RESP_LAST;
+		else
+			op = SWV_OP_READ_RESP_MIDDLE;
+		/* re-checked per packet: an MR deregistered meanwhile is never read */
+		if (chunk && swv_mr_remote_read(qp->ctx, qp->pd, rkey, va + off, buf, chunk))
+			return SWV_RESP_ERR_ACCESS;
+		if (count && k == n - 1)
+			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, len);
+		swv_resp_send(qp, SWV_OP_RC | op, swv_psn_add(psn, k), syn, 0, buf, chunk);
+		off += chunk;
+	}
+	return SWV_RESP_OK;
+}
+
+enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_res *r;
+	uint32_t n;
+
+	/* rxe only refuses when no resources exist at all; beyond that the ring recycles */
+	if (qp->attr.max_dest_rd_atomic == 0)
+		return SWV_RESP_ERR_INV_REQ;
+	if (pkt->reth_len > SWV_RESP_MAX_MSG || pkt->paylen)
+		return SWV_RESP_ERR_INV_REQ;
+	/* zero-length READs do not look at the R_Key */
+	if (pkt->reth_len && swv_mr_remote_check(qp->ctx, qp->pd, pkt->reth_rkey, pkt->reth_va,
+						 pkt->reth_len, IBV_ACCESS_REMOTE_READ))
+		return SWV_RESP_ERR_ACCESS;
+
+	n = swv_resp_read_npkts(pkt->reth_len, swv_resp_mtu(qp));
+	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
+	r->valid = true;
+	r->is_atomic = false;
+	r->first_psn = pkt->psn;
+	r->last_psn = swv_psn_add(pkt->psn, n - 1);
+	r->va = pkt->reth_va;
+	r->rkey = pkt->reth_rkey;
+	r->len = pkt->reth_len;
+
+	/* C9-148: a READ counts in the MSN when it arrives, so its responses carry it */
+	s->msn++;
+	/* the request consumed one PSN per response packet */
+	s->epsn = swv_psn_add(pkt->psn, n);
+	return read_respond(qp, r->rkey, r->va, r->len, pkt->psn, true, true);
+}
+
+void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_res *r = swv_resp_res_find(s, pkt->psn);
+	uint64_t va = pkt->reth_va, len = pkt->reth_len;
+	uint32_t n;
+
+	/* the retry must ask for (part of) what was read originally, with the same key;
+	 * anything else is not a retry of that READ and is dropped */
+	if (!r || r->is_atomic || pkt->reth_rkey != r->rkey || va < r->va || len > r->len ||
+	    va - r->va > r->len - len) {
+		s->stats.dropped++;
+		return;
+	}
+	n = swv_resp_read_npkts((uint32_t)len, swv_resp_mtu(qp));
+	if (swv_psn_cmp(swv_psn_add(pkt->psn, n - 1), r->last_psn) > 0) {
+		s->stats.dropped++;
+		return;
+	}
+	s->stats.read_replays++;
+	/* replays never count again */
+	if (read_respond(qp, r->rkey, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn,
+			 false) != SWV_RESP_OK) {
+		/* the memory went away since the original: as for a new READ */
+		s->stats.err_naks++;
+		swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, pkt->psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);
+		s->cur = 0;
+		swv_qp_to_error(qp);
+	}
+}
+
+enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_res *r;
+	uint64_t orig = 0;
+	int rc;
+
+	if (qp->attr.max_dest_rd_atomic == 0)
+		return SWV_RESP_ERR_INV_REQ;
+	if (pkt->atm_va & 7) /* misaligned atomic: invalid request, not an access error */
+		return SWV_RESP_ERR_INV_REQ;
+	rc = swv_mr_remote_atomic(qp->ctx, qp->pd, pkt->atm_rkey, pkt->atm_va,
+				  (cls & SWV_RQ_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp, &orig);
+	if (rc == EINVAL)
+		return SWV_RESP_ERR_INV_REQ;
+	if (rc)
+		return SWV_RESP_ERR_ACCESS;
+
+	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
+	r->valid = true;
+	r->is_atomic = true;
+	r->first_psn = r->last_psn = pkt->psn;
+	r->va = pkt->atm_va;
+	r->rkey = pkt->atm_rkey;
+	r->len = 8;
+	r->atomic_orig = orig;
+	r->atomic_opcode = pkt->opcode;
+	r->atomic_swap_add = pkt->atm_swap_add;
+	r->atomic_cmp = pkt->atm_cmp;
+
+	s->msn++;
+	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_ATOMIC, true, 8);
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ATOMIC_ACK, pkt->psn, SWV_AETH_ACK, orig, NULL, 0);
+	return SWV_RESP_OK;
+}
+
+void swv_resp_atomic_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_res *r = swv_resp_res_find(s, pkt->psn);
+
+	/* never execute twice: answer with the value the first execution returned */
+	if (!r || !r->is_atomic || r->first_psn != pkt->psn || r->va != pkt->atm_va ||
+	    r->rkey != pkt->atm_rkey || r->atomic_opcode != pkt->opcode) {
+		s->stats.dropped++;
+		return;
+	}
+	s->stats.atomic_replays++;
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ATOMIC_ACK, pkt->psn, SWV_AETH_ACK, r->atomic_orig,
+		      NULL, 0);
+}

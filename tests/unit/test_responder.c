@@ -1,0 +1,906 @@
+/*
+ * Responder unit test: drives swv_resp_rx with hand-made request packets against a
+ * QP whose neighbours are replaced by small models defined here (the linker takes
+ * these before the library's): transmit (each packet is built with the real packet
+ * builder, then parsed back, so the wire form is checked too), swv_complete, the MR
+ * access functions (one-region-per-key model with bounds/rights), swv_qp_to_error.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/completion.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/responder.h"
+#include "transport/responder_int.h"
+
+/* ------------------------------------------------------------------ models */
+
+struct sent {
+	struct swv_pkt p;
+	uint8_t data[4096];
+};
+static struct sent sent[256];
+static int nsent;
+
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
+		size_t hdr_len, const void *payload, uint32_t paylen)
+{
+	static uint8_t dgram[8192];
+	uint8_t tail[SWV_MAX_TAIL_LEN];
+	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+
+	CHECK(tl > 0);
+	CHECK(nsent < (int)SWV_ARRAY_SIZE(sent));
+	memcpy(dgram, hdr, hdr_len);
+	if (paylen)
+		memcpy(dgram + hdr_len, payload, paylen);
+	memcpy(dgram + hdr_len + paylen, tail, tl);
+	struct sent *s = &sent[nsent++];
+	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &s->p), 0);
+	CHECK(s->p.paylen <= sizeof(s->data));
+	memcpy(s->data, s->p.payload, s->p.paylen);
+	s->p.payload = s->data;
+	CHECK_EQ(s->p.dqpn, qp->attr.dest_qp_num);
+	return 0;
+}
+
+static struct swv_completion comps[256];
+static int ncomps;
+
+int swv_complete(struct swv_qp *qp, const struct swv_completion *c)
+{
+	CHECK(ncomps < (int)SWV_ARRAY_SIZE(comps));
+	comps[ncomps++] = *c;
+	return 0;
+}
+
+static int to_error_calls, overflow_calls;
+void swv_qp_to_error(struct swv_qp *qp)
+{
+	to_error_calls++;
+	qp->state = IBV_QPS_ERR;
+}
+void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
+{
+	overflow_calls++;
+	swv_qp_to_error(qp);
+}
+
+/* Memory: one region per key. lkey = rkey ^ 0x5a5a0000. */
+struct region {
+	uint8_t *base;
+	uint64_t len;
+	uint32_t rkey;
+	unsigned access;
+	struct swv_pd *pd;
+};
+static struct region regions[4];
+static int nregions;
+
+static struct region *by_rkey(struct swv_pd *pd, uint32_t rkey)
+{
+	for (int i = 0; i < nregions; i++)
+		if (regions[i].rkey == rkey && regions[i].pd == pd)
+			return &regions[i];
+	return NULL;
+}
+static struct region *by_lkey(struct swv_pd *pd, uint32_t lkey)
+{
+	return by_rkey(pd, lkey ^ 0x5a5a0000u);
+}
+static bool in_region(const struct region *r, uint64_t va, uint64_t len)
+{
+	uint64_t b = (uintptr_t)r->base;
+	return va >= b && len <= r->len && va - b <= r->len - len;
+}
+
+int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			uint64_t len, unsigned access)
+{
+	if (!len)
+		return 0;
+	struct region *r = by_rkey(pd, rkey);
+	if (!r || !in_region(r, va, len) || (r->access & access) != access)
+		return EACCES;
+	return 0;
+}
+int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			const void *src, size_t len)
+{
+	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
+		return EACCES;
+	memcpy((void *)(uintptr_t)va, src, len);
+	return 0;
+}
+int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+		       void *dst, size_t len)
+{
+	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ))
+		return EACCES;
+	memcpy(dst, (void *)(uintptr_t)va, len);
+	return 0;
+}
+static int atomic_execs;
+int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
+			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig)
+{
+	if (va & 7)
+		return EINVAL;
+	if (swv_mr_remote_check(ctx, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC))
+		return EACCES;
+	uint64_t *p = (uint64_t *)(uintptr_t)va;
+	*orig = *p;
+	if (cmp_swap) {
+		if (*p == cmp)
+			*p = swap_add;
+	} else {
+		*p += swap_add;
+	}
+	atomic_execs++;
+	return 0;
+}
+int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		   unsigned nsge, uint64_t offset, const void *src, size_t len)
+{
+	const uint8_t *s = src;
+
+	for (unsigned i = 0; i < nsge && len; i++) {
+		if (offset >= sge[i].length) {
+			offset -= sge[i].length;
+			continue;
+		}
+		size_t n = SWV_MIN((size_t)(sge[i].length - offset), len);
+		struct region *r = by_lkey(pd, sge[i].lkey);
+		if (!r || !in_region(r, sge[i].addr + offset, n) ||
+		    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+			return IBV_WC_LOC_PROT_ERR;
+		memcpy((void *)(uintptr_t)(sge[i].addr + offset), s, n);
+		s += n;
+		len -= n;
+		offset = 0;
+	}
+	return len ? IBV_WC_LOC_LEN_ERR : 0;
+}
+
+/* ------------------------------------------------------------------ fixture */
+
+static struct swv_pd *const PD = (struct swv_pd *)0x1000;
+static struct swv_cq *const RCQ = (struct swv_cq *)0x2000;
+#define PEER_QPN 0x4242u
+#define MTU      256u
+
+static struct swv_qp *qp;
+static uint8_t *mem;    /* 64 KiB target/recv memory, region 0 (all rights) */
+static uint8_t *romem;  /* 4 KiB, region 1: REMOTE_READ only */
+#define MEM_RKEY 0x11110001u
+#define RO_RKEY  0x22220002u
+
+static void setup(enum ibv_qp_type type)
+{
+	free(qp ? qp->rq.buf : NULL);
+	free(qp);
+	qp = calloc(1, sizeof(*qp));
+	CHECK_PTR(qp);
+	qp->type = type;
+	qp->state = IBV_QPS_RTS;
+	qp->qpn = 0x777;
+	qp->pd = PD;
+	qp->rcq = RCQ;
+	qp->mtu = MTU;
+	qp->attr.path_mtu = IBV_MTU_256;
+	qp->attr.dest_qp_num = PEER_QPN;
+	qp->attr.qp_access_flags =
+		IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	qp->attr.max_dest_rd_atomic = 4;
+	qp->attr.min_rnr_timer = 12;
+	qp->attr.rq_psn = 100;
+	qp->attr.qkey = 0x1111;
+	qp->rq.max_sge = 4;
+	qp->rq.nslots = 16;
+	qp->rq.max_wr = 16;
+	qp->rq.stride = sizeof(struct swv_recv_wqe) + 4 * sizeof(struct ibv_sge);
+	qp->rq.buf = calloc(qp->rq.nslots, qp->rq.stride);
+	swv_resp_reset(qp);
+
+	if (!mem) {
+		mem = aligned_alloc(4096, 65536);
+		romem = aligned_alloc(4096, 4096);
+	}
+	memset(mem, 0, 65536);
+	memset(romem, 0xee, 4096);
+	nregions = 0;
+	regions[nregions++] = (struct region){mem, 65536, MEM_RKEY,
+					      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+					      PD};
+	regions[nregions++] = (struct region){romem, 4096, RO_RKEY, IBV_ACCESS_REMOTE_READ, PD};
+	nsent = ncomps = to_error_calls = overflow_calls = atomic_execs = 0;
+}
+
+static void post_recv(uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey)
+{
+	struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.tail);
+	w->wr_id = wr_id;
+	w->num_sge = 1;
+	w->length = len;
+	w->sge[0] = (struct ibv_sge){addr, len, lkey};
+	qp->rq.tail++;
+}
+#define LKEY (MEM_RKEY ^ 0x5a5a0000u)
+
+static uint8_t opc(uint8_t op)
+{
+	return (uint8_t)((qp->type == IBV_QPT_UC ? SWV_OP_UC : qp->type == IBV_QPT_UD ? SWV_OP_UD : 0) |
+			 op);
+}
+
+static void rx(uint8_t op, uint32_t psn, bool ackreq, const void *payload, uint32_t paylen)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = opc(op);
+	p.psn = psn & SWV_PSN_MASK;
+	p.ackreq = ackreq;
+	p.payload = payload;
+	p.paylen = paylen;
+	p.dqpn = qp->qpn;
+	swv_resp_rx(qp, &p);
+}
+
+static void rx_reth(uint8_t op, uint32_t psn, bool ackreq, uint64_t va, uint32_t rkey,
+		    uint32_t len, const void *payload, uint32_t paylen, uint32_t imm)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = opc(op);
+	p.psn = psn & SWV_PSN_MASK;
+	p.ackreq = ackreq;
+	p.reth_va = va;
+	p.reth_rkey = rkey;
+	p.reth_len = len;
+	p.payload = payload;
+	p.paylen = paylen;
+	p.imm = imm;
+	swv_resp_rx(qp, &p);
+}
+
+static void rx_atomic(uint8_t op, uint32_t psn, uint64_t va, uint32_t rkey, uint64_t swap_add,
+		      uint64_t cmp)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = op;
+	p.psn = psn;
+	p.ackreq = true;
+	p.atm_va = va;
+	p.atm_rkey = rkey;
+	p.atm_swap_add = swap_add;
+	p.atm_cmp = cmp;
+	swv_resp_rx(qp, &p);
+}
+
+static void check_ack(int i, uint8_t syndrome, uint32_t psn, uint32_t msn)
+{
+	CHECK(i < nsent);
+	CHECK_EQ(sent[i].p.opcode, SWV_OP_ACK);
+	CHECK_EQ(sent[i].p.aeth_syndrome, syndrome);
+	CHECK_EQ(sent[i].p.psn, psn);
+	CHECK_EQ(sent[i].p.aeth_msn, msn);
+}
+
+static uint8_t pattern[16384];
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_pure(void)
+{
+	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x04), SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE);
+	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x24), 0);   /* UC opcode on RC */
+	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x11), 0);   /* ACK is not a request */
+	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x10), 0);   /* READ response */
+	CHECK_EQ(swv_resp_classify(IBV_QPT_UC, 0x2c), 0);   /* no READ on UC */
+	CHECK(swv_resp_classify(IBV_QPT_UC, 0x2b) & SWV_RQ_RWQE);
+	CHECK(swv_resp_classify(IBV_QPT_UD, 0x64) & SWV_RQ_DETH);
+	CHECK_EQ(swv_resp_classify(IBV_QPT_UD, 0x60), 0);
+	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x15), 0);
+
+	uint32_t sf = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_FIRST);
+	uint32_t sm = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_MIDDLE);
+	uint32_t sl = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_LAST_INV);
+	uint32_t wm = swv_resp_classify(IBV_QPT_RC, SWV_OP_WRITE_MIDDLE);
+	uint32_t rd = swv_resp_classify(IBV_QPT_RC, SWV_OP_READ_REQUEST);
+	CHECK_EQ(swv_resp_check_seq(0, sf), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(0, sm), SWV_SEQ_MISSING_FIRST);
+	CHECK_EQ(swv_resp_check_seq(0, rd), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sm), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sl), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sf), SWV_SEQ_MISSING_LAST);
+	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, wm), SWV_SEQ_MISSING_LAST);
+	CHECK_EQ(swv_resp_check_seq(SWV_RQ_WRITE, rd), SWV_SEQ_MISSING_LAST);
+
+	CHECK(swv_resp_paylen_ok(sf, 256, 256));
+	CHECK(!swv_resp_paylen_ok(sf, 255, 256));
+	CHECK(!swv_resp_paylen_ok(sl, 0, 256));
+	CHECK(swv_resp_paylen_ok(sl, 1, 256));
+	CHECK(!swv_resp_paylen_ok(sl, 257, 256));
+	CHECK(swv_resp_paylen_ok(swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_ONLY), 0, 256));
+	CHECK(!swv_resp_paylen_ok(rd, 4, 256));
+
+	CHECK_EQ(swv_resp_read_npkts(0, 256), 1);
+	CHECK_EQ(swv_resp_read_npkts(256, 256), 1);
+	CHECK_EQ(swv_resp_read_npkts(257, 256), 2);
+	CHECK_EQ(swv_resp_read_npkts(1u << 31, 256), 1u << 23);
+	CHECK_EQ(swv_resp_ring_size(0), 1);
+	CHECK_EQ(swv_resp_ring_size(3), 4);
+	CHECK_EQ(swv_resp_ring_size(16), 16);
+	CHECK_EQ(swv_resp_ring_size(200), 16);
+
+	/* resource lookup across the PSN wrap */
+	struct swv_resp_state s;
+	memset(&s, 0, sizeof(s));
+	struct swv_resp_res *r = swv_resp_res_alloc(&s, 4);
+	r->valid = true;
+	r->first_psn = 0xfffffe;
+	r->last_psn = 0x000001;
+	CHECK(swv_resp_res_find(&s, 0xffffff) == r);
+	CHECK(swv_resp_res_find(&s, 0x000001) == r);
+	CHECK(swv_resp_res_find(&s, 0x000002) == NULL);
+	CHECK(swv_resp_res_find(&s, 0xfffffd) == NULL);
+}
+
+static void test_send(void)
+{
+	setup(IBV_QPT_RC);
+	post_recv(7, (uintptr_t)mem, 1000, LKEY);
+	/* 600 bytes = FIRST 256, MIDDLE 256, LAST_IMM 88; AckReq only on LAST */
+	rx(SWV_OP_SEND_FIRST, 100, false, pattern, 256);
+	rx(SWV_OP_SEND_MIDDLE, 101, false, pattern + 256, 256);
+	CHECK_EQ(nsent, 0); /* coalesced: no ACK without AckReq */
+	CHECK_EQ(ncomps, 0);
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_SEND_LAST_IMM;
+	p.psn = 102;
+	p.ackreq = true;
+	p.se = true;
+	p.imm = 0xdeadbeef;
+	p.payload = pattern + 512;
+	p.paylen = 88;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_RECV);
+	CHECK(comps[0].cq == RCQ);
+	CHECK(comps[0].solicited);
+	CHECK_EQ(comps[0].wc.wr_id, 7);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(comps[0].wc.opcode, IBV_WC_RECV);
+	CHECK_EQ(comps[0].wc.byte_len, 600);
+	CHECK_EQ(comps[0].bytes, 600);
+	CHECK_EQ(comps[0].wc.imm_data, 0xdeadbeef);
+	CHECK(comps[0].wc.wc_flags & IBV_WC_WITH_IMM);
+	CHECK_EQ(comps[0].wc.qp_num, 0x777);
+	CHECK_EQ(comps[0].wc.src_qp, PEER_QPN);
+	CHECK(memcmp(mem, pattern, 600) == 0);
+	CHECK_EQ(qp->rq.head, 1);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_ACK, 102, 1);
+	CHECK_EQ(qp->resp.epsn, 103);
+
+	/* duplicates: re-ACK with the last executed PSN, nothing re-executed */
+	memset(mem, 0, 600);
+	rx(SWV_OP_SEND_FIRST, 100, false, pattern, 256);
+	rx(SWV_OP_SEND_LAST, 101, true, pattern, 100);
+	CHECK_EQ(nsent, 3);
+	check_ack(1, SWV_AETH_ACK, 102, 1);
+	check_ack(2, SWV_AETH_ACK, 102, 1);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(mem[0], 0);
+	CHECK_EQ(qp->resp.stats.duplicates, 2);
+	CHECK_EQ(to_error_calls, 0);
+}
+
+static void test_gap_and_rnr(void)
+{
+	setup(IBV_QPT_RC);
+	/* gap: one NAK 0x60 with epsn, then silence until epsn arrives */
+	post_recv(1, (uintptr_t)mem, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	CHECK_EQ(ncomps, 0);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(ncomps, 1);
+	check_ack(1, SWV_AETH_ACK, 100, 1);
+	/* a new gap gets a new NAK */
+	rx(SWV_OP_SEND_ONLY, 105, true, pattern, 10);
+	check_ack(2, SWV_AETH_NAK_PSN, 101, 1);
+
+	/* RNR: no receive WQE; epsn stays; later PSNs dropped silently */
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
+	CHECK_EQ(nsent, 4);
+	check_ack(3, SWV_AETH_RNR | 12, 101, 1);
+	CHECK_EQ(qp->resp.epsn, 101);
+	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10);
+	CHECK_EQ(nsent, 4);
+	post_recv(2, (uintptr_t)mem, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 5, 10);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.wr_id, 2);
+	CHECK(memcmp(mem, pattern + 5, 10) == 0);
+	check_ack(4, SWV_AETH_ACK, 101, 2);
+	CHECK_EQ(to_error_calls, 0);
+
+	/* WRITE_WITH_IMM needs a receive WQE too: RNR at its LAST packet */
+	rx_reth(SWV_OP_WRITE_FIRST, 102, false, (uintptr_t)mem + 4096, MEM_RKEY, 300, pattern, 256, 0);
+	rx(SWV_OP_WRITE_LAST_IMM, 103, true, pattern + 256, 44);
+	check_ack(5, SWV_AETH_RNR | 12, 103, 2);
+	CHECK_EQ(ncomps, 2); /* REMOTE_RDMA_WRITE not counted yet */
+	post_recv(3, 0, 0, LKEY);
+	rx_reth(SWV_OP_WRITE_FIRST, 102, false, (uintptr_t)mem + 4096, MEM_RKEY, 300, pattern, 256, 0);
+	check_ack(6, SWV_AETH_ACK, 102, 2); /* duplicate FIRST re-ACKed */
+	rx(SWV_OP_WRITE_LAST_IMM, 103, true, pattern + 256, 44);
+	CHECK_EQ(ncomps, 4);
+	CHECK_EQ(comps[2].slot, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK_EQ(comps[2].bytes, 300);
+	CHECK(comps[2].cq == NULL);
+	CHECK_EQ(comps[3].slot, SWV_CNTR_RECV);
+	CHECK_EQ(comps[3].wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	CHECK_EQ(comps[3].wc.byte_len, 300);
+	CHECK(memcmp(mem + 4096, pattern, 300) == 0);
+	check_ack(7, SWV_AETH_ACK, 103, 3);
+}
+
+static void test_write(void)
+{
+	setup(IBV_QPT_RC);
+	uint64_t va = (uintptr_t)mem + 1000;
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, va, MEM_RKEY, 700, pattern, 256, 0);
+	rx(SWV_OP_WRITE_MIDDLE, 101, false, pattern + 256, 256);
+	CHECK_EQ(ncomps, 0);
+	rx(SWV_OP_WRITE_LAST, 102, true, pattern + 512, 188);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(comps[0].bytes, 700);
+	CHECK(memcmp(mem + 1000, pattern, 700) == 0);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_ACK, 102, 1);
+	/* duplicate never re-counts */
+	rx(SWV_OP_WRITE_LAST, 102, true, pattern, 188);
+	CHECK_EQ(ncomps, 1);
+	/* zero-length WRITE: no key check */
+	rx_reth(SWV_OP_WRITE_ONLY, 103, true, 0, 0xbad, 0, NULL, 0, 0);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].bytes, 0);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(to_error_calls, 0);
+}
+
+/* A refused request: NAK syndrome with the request PSN, QP -> ERR, the REMOTE_* error
+ * count moves, and no byte of the guarded memory changes. */
+static void expect_refused(uint8_t syndrome, uint32_t psn, enum swv_cntr_slot slot)
+{
+	CHECK_EQ(nsent, 1);
+	check_ack(0, syndrome, psn, 0);
+	CHECK_EQ(to_error_calls, 1);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, slot);
+	CHECK(comps[0].wc.status != IBV_WC_SUCCESS);
+	CHECK(comps[0].cq == NULL);
+	for (int i = 0; i < 65536; i++)
+		if (mem[i] != 0) {
+			fprintf(stderr, "byte %d modified\n", i);
+			exit(1);
+		}
+}
+
+static void test_write_errors(void)
+{
+	uint64_t va = (uintptr_t)mem + 4096;
+
+	/* bad rkey */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, va, MEM_RKEY + 1, 16, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* range runs past the region end (also checked for the whole message at FIRST) */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, (uintptr_t)mem + 65536 - 256, MEM_RKEY, 512, pattern, 256, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* wrapping VA */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, UINT64_MAX - 7, MEM_RKEY, 16, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* MR without REMOTE_WRITE */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)romem, RO_RKEY, 16, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK_EQ(romem[0], 0xee);
+	/* QP without REMOTE_WRITE: invalid request */
+	setup(IBV_QPT_RC);
+	qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, va, MEM_RKEY, 16, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* length: ONLY payload != RETH length */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, va, MEM_RKEY, 20, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* length: RETH > 2^31 */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, va, MEM_RKEY, 0x80000001u, pattern, 256, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* length: FIRST payload != MTU */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, va, MEM_RKEY, 1000, pattern, 200, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	/* sequence: MIDDLE without FIRST */
+	setup(IBV_QPT_RC);
+	rx(SWV_OP_WRITE_MIDDLE, 100, false, pattern, 256);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+
+	/* LAST carrying more than the RETH said: refused, earlier packets stay placed */
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, va, MEM_RKEY, 300, pattern, 256, 0);
+	rx(SWV_OP_WRITE_LAST, 101, true, pattern, 100);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_INV, 101, 0);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK(comps[0].wc.status != IBV_WC_SUCCESS);
+	CHECK_EQ(mem[4096 + 256], 0);
+
+	/* new FIRST while a WRITE is in progress */
+	setup(IBV_QPT_RC);
+	post_recv(5, (uintptr_t)mem, 100, LKEY);
+	rx_reth(SWV_OP_WRITE_FIRST, 100, false, va, MEM_RKEY, 600, pattern, 256, 0);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
+	check_ack(0, SWV_AETH_NAK_INV, 101, 0);
+	CHECK_EQ(to_error_calls, 1);
+	CHECK_EQ(ncomps, 0); /* a SEND refused before it took a receive WQE */
+}
+
+static void test_recv_errors(void)
+{
+	/* receive buffer too small: NAK 0x61 and REM_INV_REQ_ERR on the receive WQE */
+	setup(IBV_QPT_RC);
+	post_recv(9, (uintptr_t)mem, 300, LKEY);
+	rx(SWV_OP_SEND_FIRST, 100, false, pattern, 256);
+	rx(SWV_OP_SEND_LAST, 101, true, pattern, 100);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_INV, 101, 0);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_RECV);
+	CHECK_EQ(comps[0].wc.wr_id, 9);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_REM_INV_REQ_ERR);
+	CHECK(comps[0].cq == RCQ);
+	CHECK_EQ(qp->rq.head, 1);
+	CHECK_EQ(to_error_calls, 1);
+	CHECK_EQ(mem[300], 0); /* nothing beyond the buffer */
+
+	/* malformed receive WQE (lkey of no MR): NAK 0x63, LOC_QP_OP_ERR */
+	setup(IBV_QPT_RC);
+	post_recv(10, (uintptr_t)mem, 300, 0x12345678);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 100);
+	check_ack(0, SWV_AETH_NAK_OP, 100, 0);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.wr_id, 10);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_LOC_QP_OP_ERR);
+	CHECK_EQ(to_error_calls, 1);
+
+	/* receive WQE pointing outside any MR */
+	setup(IBV_QPT_RC);
+	post_recv(11, (uintptr_t)mem + 65536 - 50, 300, LKEY);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 100);
+	check_ack(0, SWV_AETH_NAK_OP, 100, 0);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_LOC_QP_OP_ERR);
+
+	/* SEND_WITH_INV: no R_Key can be invalidated: no NAK, REM_INV_REQ_ERR, ERR */
+	setup(IBV_QPT_RC);
+	post_recv(12, (uintptr_t)mem, 300, LKEY);
+	rx(SWV_OP_SEND_ONLY_INV, 100, true, pattern, 10);
+	check_ack(0, SWV_AETH_ACK, 100, 0);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_REM_INV_REQ_ERR);
+	CHECK_EQ(to_error_calls, 1);
+
+	/* in ERR every request vanishes */
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
+	CHECK_EQ(nsent, 1);
+}
+
+static void check_read_resp(int i, uint8_t op, uint32_t psn, const uint8_t *data, uint32_t len,
+			    uint32_t msn)
+{
+	CHECK(i < nsent);
+	CHECK_EQ(sent[i].p.opcode, op);
+	CHECK_EQ(sent[i].p.psn, psn);
+	CHECK_EQ(sent[i].p.paylen, len);
+	CHECK(len == 0 || memcmp(sent[i].data, data, len) == 0);
+	if (op != SWV_OP_READ_RESP_MIDDLE) {
+		CHECK_EQ(sent[i].p.aeth_syndrome, SWV_AETH_ACK);
+		CHECK_EQ(sent[i].p.aeth_msn, msn);
+	}
+}
+
+static void test_read(void)
+{
+	setup(IBV_QPT_RC);
+	memcpy(mem + 2048, pattern, 600);
+	uint64_t va = (uintptr_t)mem + 2048;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(nsent, 3);
+	check_read_resp(0, SWV_OP_READ_RESP_FIRST, 100, pattern, 256, 1);
+	check_read_resp(1, SWV_OP_READ_RESP_MIDDLE, 101, pattern + 256, 256, 1);
+	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
+	CHECK_EQ(qp->resp.epsn, 103);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_READ);
+	CHECK_EQ(comps[0].bytes, 600);
+
+	/* next request after the READ's PSNs */
+	rx_reth(SWV_OP_READ_REQUEST, 103, true, va, MEM_RKEY, 10, NULL, 0, 0);
+	check_read_resp(3, SWV_OP_READ_RESP_ONLY, 103, pattern, 10, 2);
+	CHECK_EQ(ncomps, 2);
+
+	/* duplicate of the whole READ: replayed from memory, not counted again */
+	nsent = 0;
+	memset(mem + 2048 + 300, 0x77, 10); /* replays read memory as it is now */
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(nsent, 3);
+	check_read_resp(0, SWV_OP_READ_RESP_FIRST, 100, pattern, 256, 2);
+	CHECK_EQ(sent[1].data[300 - 256], 0x77);
+	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 2);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(qp->resp.epsn, 104);
+	memcpy(mem + 2048, pattern, 600);
+
+	/* mid-message restart: PSN 101, VA advanced by one MTU */
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, va + 256, MEM_RKEY, 344, NULL, 0, 0);
+	CHECK_EQ(nsent, 2);
+	check_read_resp(0, SWV_OP_READ_RESP_MIDDLE, 101, pattern + 256, 256, 2);
+	check_read_resp(1, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 2);
+	/* restart at the last PSN */
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 102, true, va + 512, MEM_RKEY, 88, NULL, 0, 0);
+	CHECK_EQ(nsent, 1);
+	check_read_resp(0, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 2);
+
+	/* not a retry of what was read: dropped */
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 601, NULL, 0, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va - 8, MEM_RKEY, 600, NULL, 0, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, RO_RKEY, 600, NULL, 0, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, va, MEM_RKEY, 600, NULL, 0, 0); /* more PSNs than left */
+	rx_reth(SWV_OP_READ_REQUEST, 99, true, va, MEM_RKEY, 600, NULL, 0, 0);  /* no resource */
+	CHECK_EQ(nsent, 0);
+	CHECK_EQ(to_error_calls, 0);
+
+	/* zero-length READ: one empty ONLY, no key check */
+	rx_reth(SWV_OP_READ_REQUEST, 104, true, 0, 0, 0, NULL, 0, 0);
+	CHECK_EQ(nsent, 1);
+	check_read_resp(0, SWV_OP_READ_RESP_ONLY, 104, NULL, 0, 3);
+	CHECK_EQ(qp->resp.epsn, 105);
+
+	/* ring of 4: the oldest resource is recycled after 4 more */
+	for (uint32_t i = 0; i < 4; i++)
+		rx_reth(SWV_OP_READ_REQUEST, 105 + i, true, va, MEM_RKEY, 8, NULL, 0, 0);
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 104, true, 0, 0, 0, NULL, 0, 0);
+	CHECK_EQ(nsent, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 105, true, va, MEM_RKEY, 8, NULL, 0, 0);
+	CHECK_EQ(nsent, 1);
+}
+
+static void test_read_errors(void)
+{
+	uint64_t va = (uintptr_t)mem;
+
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY ^ 0x100, 8, NULL, 0, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_READ);
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va + 65536 - 4, MEM_RKEY, 8, NULL, 0, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_READ);
+	setup(IBV_QPT_RC);
+	qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 8, NULL, 0, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_READ);
+	setup(IBV_QPT_RC);
+	qp->attr.max_dest_rd_atomic = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 8, NULL, 0, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_READ);
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 0x80000001u, NULL, 0, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_RDMA_READ);
+}
+
+static void test_atomic(void)
+{
+	setup(IBV_QPT_RC);
+	uint64_t *target = (uint64_t *)(mem + 512);
+	*target = 1000;
+	rx_atomic(SWV_OP_FETCH_ADD, 100, (uintptr_t)target, MEM_RKEY, 5, 0);
+	CHECK_EQ(*target, 1005);
+	CHECK_EQ(nsent, 1);
+	CHECK_EQ(sent[0].p.opcode, SWV_OP_ATOMIC_ACK);
+	CHECK_EQ(sent[0].p.psn, 100);
+	CHECK_EQ(sent[0].p.atmack_orig, 1000);
+	CHECK_EQ(sent[0].p.aeth_syndrome, SWV_AETH_ACK);
+	CHECK_EQ(sent[0].p.aeth_msn, 1);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_ATOMIC);
+	CHECK_EQ(comps[0].bytes, 8);
+	CHECK_EQ(qp->resp.epsn, 101);
+
+	rx_atomic(SWV_OP_CMP_SWAP, 101, (uintptr_t)target, MEM_RKEY, 77, 1005);
+	CHECK_EQ(*target, 77);
+	CHECK_EQ(sent[1].p.atmack_orig, 1005);
+
+	/* duplicates: the saved value, never executed twice, not counted */
+	rx_atomic(SWV_OP_FETCH_ADD, 100, (uintptr_t)target, MEM_RKEY, 5, 0);
+	rx_atomic(SWV_OP_CMP_SWAP, 101, (uintptr_t)target, MEM_RKEY, 77, 1005);
+	CHECK_EQ(*target, 77);
+	CHECK_EQ(atomic_execs, 2);
+	CHECK_EQ(nsent, 4);
+	CHECK_EQ(sent[2].p.opcode, SWV_OP_ATOMIC_ACK);
+	CHECK_EQ(sent[2].p.atmack_orig, 1000);
+	CHECK_EQ(sent[2].p.psn, 100);
+	CHECK_EQ(sent[3].p.atmack_orig, 1005);
+	CHECK_EQ(ncomps, 2);
+	/* a duplicate that does not match the saved request is dropped */
+	rx_atomic(SWV_OP_FETCH_ADD, 101, (uintptr_t)target, MEM_RKEY, 5, 0);
+	CHECK_EQ(nsent, 4);
+
+	/* a READ duplicate with an atomic's PSN is not replayed */
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, (uintptr_t)target, MEM_RKEY, 8, NULL, 0, 0);
+	CHECK_EQ(nsent, 4);
+	CHECK_EQ(to_error_calls, 0);
+
+	/* misaligned: invalid request; bad key: access error; no right: invalid request */
+	setup(IBV_QPT_RC);
+	rx_atomic(SWV_OP_FETCH_ADD, 100, (uintptr_t)mem + 4, MEM_RKEY, 1, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_ATOMIC);
+	setup(IBV_QPT_RC);
+	rx_atomic(SWV_OP_FETCH_ADD, 100, (uintptr_t)mem, RO_RKEY, 1, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_ATOMIC);
+	setup(IBV_QPT_RC);
+	qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	rx_atomic(SWV_OP_FETCH_ADD, 100, (uintptr_t)mem, MEM_RKEY, 1, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_ATOMIC);
+	setup(IBV_QPT_RC);
+	qp->attr.max_dest_rd_atomic = 0;
+	rx_atomic(SWV_OP_CMP_SWAP, 100, (uintptr_t)mem, MEM_RKEY, 1, 0);
+	expect_refused(SWV_AETH_NAK_INV, 100, SWV_CNTR_REMOTE_ATOMIC);
+}
+
+static void test_psn_wrap(void)
+{
+	setup(IBV_QPT_RC);
+	qp->attr.rq_psn = 0xffffff;
+	swv_resp_reset(qp);
+	memcpy(mem, pattern, 600);
+	rx_reth(SWV_OP_READ_REQUEST, 0xffffff, true, (uintptr_t)mem, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(nsent, 3);
+	CHECK_EQ(sent[0].p.psn, 0xffffff);
+	CHECK_EQ(sent[1].p.psn, 0);
+	CHECK_EQ(sent[2].p.psn, 1);
+	CHECK_EQ(qp->resp.epsn, 2);
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 0, true, (uintptr_t)mem + 256, MEM_RKEY, 344, NULL, 0, 0);
+	CHECK_EQ(nsent, 2);
+	/* a duplicate from before the wrap is a duplicate, not a gap */
+	post_recv(1, (uintptr_t)mem + 8192, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 0xfffffe, true, pattern, 10);
+	check_ack(2, SWV_AETH_ACK, 1, 1);
+	rx(SWV_OP_SEND_ONLY, 2, true, pattern, 10);
+	CHECK_EQ(ncomps, 2);
+	check_ack(3, SWV_AETH_ACK, 2, 2);
+}
+
+static void test_uc(void)
+{
+	setup(IBV_QPT_UC);
+	post_recv(1, (uintptr_t)mem, 1000, LKEY);
+	post_recv(2, (uintptr_t)mem + 1000, 1000, LKEY);
+	/* FIRST, (MIDDLE lost), LAST: the message is dropped, no NAK */
+	rx(SWV_OP_SEND_FIRST, 100, true, pattern, 256);
+	rx(SWV_OP_SEND_LAST, 102, true, pattern, 10);
+	CHECK_EQ(ncomps, 0);
+	/* the next message uses the same receive WQE */
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 1, 20);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.wr_id, 1);
+	CHECK_EQ(comps[0].wc.byte_len, 20);
+	/* a FIRST after a gap resumes */
+	rx(SWV_OP_SEND_FIRST, 110, true, pattern, 256);
+	rx(SWV_OP_SEND_LAST, 111, true, pattern, 10);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.wr_id, 2);
+	CHECK_EQ(comps[1].wc.byte_len, 266);
+	/* WRITE with a bad key: dropped, counted as refused */
+	rx_reth(SWV_OP_WRITE_ONLY, 112, true, (uintptr_t)mem, 0xbad, 8, pattern, 8, 0);
+	CHECK_EQ(ncomps, 3);
+	CHECK_EQ(comps[2].slot, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK(comps[2].wc.status != IBV_WC_SUCCESS);
+	/* no receive WQE: dropped (no RNR on UC) */
+	rx(SWV_OP_SEND_ONLY, 113, true, pattern, 8);
+	CHECK_EQ(ncomps, 3);
+	rx_reth(SWV_OP_WRITE_ONLY, 114, true, (uintptr_t)mem + 4096, MEM_RKEY, 8, pattern, 8, 0);
+	CHECK_EQ(ncomps, 4);
+	CHECK_EQ(comps[3].wc.status, IBV_WC_SUCCESS);
+	CHECK(memcmp(mem + 4096, pattern, 8) == 0);
+	CHECK_EQ(nsent, 0); /* UC never answers */
+	CHECK_EQ(to_error_calls, 0);
+	/* RC opcodes are not for UC */
+	qp->resp.stats.dropped = 0;
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_SEND_ONLY;
+	p.psn = 115;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(qp->resp.stats.dropped, 1);
+}
+
+static void test_ud(void)
+{
+	setup(IBV_QPT_UD);
+	post_recv(1, (uintptr_t)mem, 200, LKEY);
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_UD | SWV_OP_SEND_ONLY_IMM;
+	p.psn = 5;
+	p.deth_qkey = 0x1111;
+	p.deth_sqpn = 0x999;
+	p.imm = 0x01020304;
+	p.payload = pattern;
+	p.paylen = 100;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.byte_len, 140);
+	CHECK_EQ(comps[0].wc.src_qp, 0x999);
+	CHECK(comps[0].wc.wc_flags & IBV_WC_GRH);
+	CHECK(comps[0].wc.wc_flags & IBV_WC_WITH_IMM);
+	CHECK(memcmp(mem + 40, pattern, 100) == 0);
+	/* wrong Q_Key, too large for the buffer: dropped without consuming the WQE */
+	post_recv(2, (uintptr_t)mem + 1000, 100, LKEY);
+	p.deth_qkey = 0x2222;
+	swv_resp_rx(qp, &p);
+	p.deth_qkey = 0x1111;
+	p.paylen = 61;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(ncomps, 1);
+	p.paylen = 60;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.wr_id, 2);
+	CHECK_EQ(nsent, 0);
+}
+
+int main(void)
+{
+	for (unsigned i = 0; i < sizeof(pattern); i++)
+		pattern[i] = (uint8_t)(i * 7 + 3);
+	test_pure();
+	test_send();
+	test_gap_and_rnr();
+	test_write();
+	test_write_errors();
+	test_recv_errors();
+	test_read();
+	test_read_errors();
+	test_atomic();
+	test_psn_wrap();
+	test_uc();
+	test_ud();
+	printf("test_responder: ok\n");
+	return 0;
+}
