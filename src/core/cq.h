@@ -2,6 +2,17 @@
  * Completion queues and completion channels. Owner: core.
  * A CQ is a ring of ibv_wc written by producers (progress thread, posting threads)
  * and drained by ibv_poll_cq without system calls.
+ *
+ * Events: an armed CQ that receives a matching completion disarms itself and queues
+ * one event on its channel: the CQ goes on the channel's 'ready' list (counted in
+ * ch_pending) and one token is added to the channel's eventfd (semaphore mode), which
+ * is what the application polls or blocks on. ibv_get_cq_event takes a token and pops
+ * a CQ; a token whose event was withdrawn by ibv_destroy_cq is skipped. So a destroyed
+ * CQ can never be returned by a later ibv_get_cq_event.
+ *
+ * Lock order: cq->lock (spinlock, ring only) is never held while taking any other
+ * lock; ch->lock protects the ready list, cq->ch_pending and cq->comp_events_reported;
+ * ibcq.mutex/cond carry comp_events_completed exactly as in rdma-core.
  */
 #ifndef SWV_CORE_CQ_H
 #define SWV_CORE_CQ_H
@@ -12,23 +23,32 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/list.h"
+
 struct swv_comp_channel {
-	struct ibv_comp_channel ibch; /* ibch.fd = read end of a pipe carrying CQ pointers */
-	int wfd;                      /* write end */
+	struct ibv_comp_channel ibch; /* ibch.fd = eventfd (EFD_SEMAPHORE): one token per event */
+	int wfd;                      /* the same eventfd (kept for symmetry; not separately owned) */
 	_Atomic unsigned users;       /* CQs bound to it: destroy is EBUSY while > 0 */
+	pthread_mutex_t lock;         /* protects ready and the CQs' ch_pending / events_reported */
+	struct swv_list ready;        /* CQs with undelivered events, oldest first */
 };
 
 struct swv_cq {
 	struct ibv_cq_ex ibcq; /* struct ibv_cq is its prefix; ex ops set by create_cq_ex */
-	pthread_spinlock_t lock; /* protects ring, head, tail, notify, overflow */
+	pthread_spinlock_t lock; /* protects ring, size, head, tail, notify, overflow */
 	struct ibv_wc *ring;
-	uint32_t size;     /* ring slots; capacity = ibcq.cqe */
+	uint32_t size;     /* ring slots (power of two); capacity = ibcq.cqe = size */
 	uint32_t head;     /* next to poll */
 	uint32_t tail;     /* next to fill */
 	int notify;        /* 0, or armed: 1 = any completion, 2 = solicited only */
 	bool overflow;
 	struct swv_comp_channel *channel;
 	_Atomic unsigned users; /* QPs/SRQs referencing it: destroy is EBUSY while > 0 */
+	/* under channel->lock */
+	struct swv_list ch_entry;     /* in channel->ready while ch_pending > 0 */
+	unsigned ch_pending;          /* events queued, not yet taken by ibv_get_cq_event */
+	uint32_t comp_events_reported; /* events handed to the application */
+	_Atomic uint32_t async_events_reported; /* CQ async events handed out (async.c) */
 };
 
 static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)
@@ -38,11 +58,21 @@ static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)
 
 /* Producer: append one completion; fires the channel if armed. Returns 0, or ENOSPC
  * when the CQ is full (the CQE is lost; the caller must move the QP to ERR and raise
- * IBV_EVENT_CQ_ERR). */
+ * IBV_EVENT_CQ_ERR). Safe from any thread. */
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited);
 
 /* ibv_context_ops entries. */
 int swv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 int swv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* Lifecycle (src/api/cq.c wraps these). create: NULL + errno. */
+struct swv_cq *swv_cq_create(struct ibv_context *ibctx, int cqe, void *cq_context,
+			     struct swv_comp_channel *ch, int comp_vector);
+/* 0, or EBUSY while QPs use it. Waits until every event handed out was acked. */
+int swv_cq_destroy(struct swv_cq *cq);
+/* 0, or EINVAL (bad size, fewer slots than queued completions), ENOMEM. */
+int swv_cq_resize(struct swv_cq *cq, int cqe);
+/* Number of completions queued (tests, tools). */
+uint32_t swv_cq_count(struct swv_cq *cq);
 
 #endif

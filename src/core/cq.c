@@ -1,0 +1,195 @@
+/* Completion queue rings and completion-channel events (see cq.h for the rules). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/device.h"
+#include "util/log.h"
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+/* Queue one event for cq on its channel (cq->lock not held). */
+static void channel_fire(struct swv_cq *cq)
+{
+	struct swv_comp_channel *ch = cq->channel;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ch->lock);
+	if (cq->ch_pending++ == 0)
+		swv_list_add_tail(&ch->ready, &cq->ch_entry);
+	pthread_mutex_unlock(&ch->lock);
+	/* An eventfd counter cannot fill up in practice (2^64 - 2 tokens). */
+	if (write(ch->ibch.fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		swv_log(SWV_LOG_ERR, "completion channel: eventfd write failed");
+}
+
+int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	bool fire = false;
+
+	pthread_spin_lock(&cq->lock);
+	if (cq->tail - cq->head == cq->size) {
+		cq->overflow = true;
+		pthread_spin_unlock(&cq->lock);
+		return ENOSPC;
+	}
+	cq->ring[cq->tail & (cq->size - 1)] = *wc;
+	cq->tail++;
+	if (cq->notify == 1 || (cq->notify == 2 && solicited)) {
+		cq->notify = 0; /* one event per arm */
+		fire = cq->channel != NULL;
+	}
+	pthread_spin_unlock(&cq->lock);
+	if (fire)
+		channel_fire(cq);
+	return 0;
+}
+
+int swv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct swv_cq *cq = to_swv_cq(ibcq);
+	int n = 0;
+
+	if (num_entries < 0 || (num_entries && !wc))
+		return -1;
+	pthread_spin_lock(&cq->lock);
+	while (n < num_entries && cq->head != cq->tail) {
+		wc[n++] = cq->ring[cq->head & (cq->size - 1)];
+		cq->head++;
+	}
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+int swv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct swv_cq *cq = to_swv_cq(ibcq);
+
+	pthread_spin_lock(&cq->lock);
+	/* Arming for "any" subsumes a pending "solicited only" arm, never the reverse. */
+	if (!solicited_only)
+		cq->notify = 1;
+	else if (cq->notify == 0)
+		cq->notify = 2;
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+}
+
+uint32_t swv_cq_count(struct swv_cq *cq)
+{
+	pthread_spin_lock(&cq->lock);
+	uint32_t n = cq->tail - cq->head;
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+struct swv_cq *swv_cq_create(struct ibv_context *ibctx, int cqe, void *cq_context,
+			     struct swv_comp_channel *ch, int comp_vector)
+{
+	if (!ibctx || cqe < 1 || cqe > SWV_DEV_MAX_CQE || comp_vector < 0 ||
+	    comp_vector >= ibctx->num_comp_vectors || (ch && ch->ibch.context != ibctx)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct swv_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->size = roundup_pow2((uint32_t)cqe);
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	swv_list_init(&cq->ch_entry);
+	cq->channel = ch;
+	if (ch)
+		atomic_fetch_add(&ch->users, 1);
+
+	struct ibv_cq *ib = (struct ibv_cq *)&cq->ibcq;
+	ib->context = ibctx;
+	ib->channel = ch ? &ch->ibch : NULL;
+	ib->cq_context = cq_context;
+	ib->cqe = (int)cq->size;
+	pthread_mutex_init(&ib->mutex, NULL);
+	pthread_cond_init(&ib->cond, NULL);
+	return cq;
+}
+
+int swv_cq_destroy(struct swv_cq *cq)
+{
+	struct ibv_cq *ib = (struct ibv_cq *)&cq->ibcq;
+	uint32_t reported = 0;
+
+	if (atomic_load(&cq->users))
+		return EBUSY;
+	if (cq->channel) {
+		struct swv_comp_channel *ch = cq->channel;
+		/* Withdraw undelivered events: their tokens are skipped by get_cq_event. */
+		pthread_mutex_lock(&ch->lock);
+		if (cq->ch_pending) {
+			swv_list_del(&cq->ch_entry);
+			cq->ch_pending = 0;
+		}
+		reported = cq->comp_events_reported;
+		pthread_mutex_unlock(&ch->lock);
+	}
+	uint32_t async_reported = atomic_load(&cq->async_events_reported);
+	/* As rdma-core: wait until the application acked every event it was given. */
+	pthread_mutex_lock(&ib->mutex);
+	while (ib->comp_events_completed != reported ||
+	       ib->async_events_completed != async_reported)
+		pthread_cond_wait(&ib->cond, &ib->mutex);
+	pthread_mutex_unlock(&ib->mutex);
+
+	if (cq->channel)
+		atomic_fetch_sub(&cq->channel->users, 1);
+	pthread_cond_destroy(&ib->cond);
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_spin_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+int swv_cq_resize(struct swv_cq *cq, int cqe)
+{
+	if (cqe < 1 || cqe > SWV_DEV_MAX_CQE)
+		return EINVAL;
+	uint32_t size = roundup_pow2((uint32_t)cqe);
+	struct ibv_wc *ring = calloc(size, sizeof(*ring));
+	if (!ring)
+		return ENOMEM;
+
+	pthread_spin_lock(&cq->lock);
+	uint32_t n = cq->tail - cq->head;
+	if (n > size) {
+		pthread_spin_unlock(&cq->lock);
+		free(ring);
+		return EINVAL; /* would drop completions */
+	}
+	for (uint32_t i = 0; i < n; i++)
+		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
+	struct ibv_wc *old = cq->ring;
+	cq->ring = ring;
+	cq->size = size;
+	cq->head = 0;
+	cq->tail = n;
+	cq->overflow = false;
+	((struct ibv_cq *)&cq->ibcq)->cqe = (int)size;
+	pthread_spin_unlock(&cq->lock);
+	free(old);
+	return 0;
+}
