@@ -3,8 +3,20 @@
  *
  * It receives and validates every packet, dispatches it to the QP (swv_qp_rx),
  * runs QP timers (swv_qp_timer), releases packets held by the fault injector, and
- * sleeps in epoll_wait until a socket is readable, the doorbell eventfd is kicked or
- * the earliest deadline comes.
+ * sleeps in epoll_pwait2 (ns resolution, for 10 us RNR timers) until a socket is
+ * readable, the doorbell eventfd is kicked or the earliest deadline comes.
+ *
+ * Threading rules
+ *  - One iteration = wake, receive/dispatch, timer scan, flush delayed packets,
+ *    compute the next deadline. 'seq' is odd while an iteration runs and even while
+ *    the thread sleeps (or has exited); QP pointers and table entries read during an
+ *    iteration are only used within it.
+ *  - Timers: every iteration walks ctx->qp_list (under ctx->qp_lock) and reads each
+ *    QP's timer_deadline, so a QP only has to store its deadline and then call
+ *    swv_progress_kick(ctx, deadline) -- always, it is cheap: one CAS at most and a
+ *    syscall only when the thread would otherwise sleep past the deadline.
+ *  - swv_progress_sync: after unpublishing an object (seq_cst store), waits until
+ *    no iteration that could have seen it is still running (futex on 'seq').
  */
 #ifndef SWV_PROGRESS_PROGRESS_H
 #define SWV_PROGRESS_PROGRESS_H
@@ -19,24 +31,35 @@ struct swv_endpoint;
 
 struct swv_progress {
 	pthread_t thread;
+	bool started;                  /* thread exists (set/cleared by start/stop only) */
 	int epfd;                      /* sockets + evfd */
 	int evfd;                      /* doorbell */
 	_Atomic bool stop;
-	_Atomic uint64_t sleep_until;  /* ns deadline the thread sleeps to; UINT64_MAX = none */
-	_Atomic uint64_t epoch;        /* loop iterations completed, for swv_progress_sync */
+	/* ns deadline the thread sleeps to; UINT64_MAX = indefinitely; 0 = awake (an
+	 * iteration is running and will look at 'pending' before it sleeps). */
+	_Atomic uint64_t sleep_until;
+	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
+	_Atomic uint64_t epoch;        /* loop iterations completed (statistics) */
+	_Atomic uint32_t seq;          /* odd during an iteration; futex word for sync */
+	_Atomic uint32_t sync_waiters; /* threads blocked in swv_progress_sync */
 	/* receive statistics (progress thread writes, anyone reads) */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
+	_Atomic uint64_t wakeups;      /* eventfd writes by kicks (statistics) */
 };
 
+/* Create the epoll set, the doorbell and the thread. Returns 0 or a positive errno
+ * (everything undone on failure). */
 int swv_progress_start(struct swv_context *ctx);
+/* Stop and join the thread, close its fds. Idempotent; safe after a failed start. */
 void swv_progress_stop(struct swv_context *ctx);
+/* Add a socket to the epoll set (any thread; takes effect at once). Returns 0 or errno. */
 int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
- * it sleeps past that. */
+ * it sleeps past that. Safe from any thread, including the progress thread. */
 void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the
- * call (used before freeing a QP it may be touching). Must not be called from the
- * progress thread itself. */
+ * call (used before freeing a QP it may be touching). From the progress thread
+ * itself it returns at once (the caller is that work). */
 void swv_progress_sync(struct swv_context *ctx);
 bool swv_progress_is_self(struct swv_context *ctx);
 

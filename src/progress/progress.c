@@ -1,0 +1,339 @@
+/*
+ * The per-context progress thread. See progress.h for the threading rules; the
+ * invariants that make QP freeing safe are spelled out next to 'seq' below.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/context.h"
+#include "core/qp.h"
+#include "net/endpoint.h"
+#include "progress/progress.h"
+#include "transport/packet.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define RX_BATCH  32 /* datagrams per recv_batch call */
+#define RX_ROUNDS 8  /* batches per readable socket per iteration: fairness between sockets */
+#define MAX_EVENTS 64
+
+/* Single writer (the progress thread): a plain load+store is enough and avoids a
+ * locked instruction per packet. */
+static inline void stat_inc(_Atomic uint64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+struct rx_state {
+	uint8_t *bufs;
+	struct swv_rx_pkt pkts[RX_BATCH];
+	struct swv_qp **due;  /* QPs whose timer is due, collected under qp_lock */
+	size_t due_cap;
+};
+
+static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp)
+{
+	struct swv_progress *pr = &ctx->progress;
+	struct swv_pkt pkt;
+	int rc;
+
+	stat_inc(&pr->rx_packets);
+	rc = swv_pkt_parse(rp->buf, rp->len, &pkt);
+	if (rc) {
+		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
+		return;
+	}
+	/* The QPN names its socket: a packet for another port's QPN is misrouted. */
+	struct swv_qp *qp = swv_ctx_qp_lookup(ctx, ep, pkt.dqpn);
+	if (!qp) {
+		stat_inc(&pr->rx_no_qp);
+		return;
+	}
+	swv_qp_rx(qp, &pkt, &rp->src);
+}
+
+static void rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct rx_state *st)
+{
+	for (int round = 0; round < RX_ROUNDS; round++) {
+		for (int i = 0; i < RX_BATCH; i++)
+			st->pkts[i].buf = st->bufs + (size_t)i * SWV_EP_MAX_DGRAM;
+		int n = swv_ep_recv_batch(ep, st->pkts, RX_BATCH);
+		for (int i = 0; i < n; i++)
+			rx_dispatch(ctx, ep, &st->pkts[i]);
+		if (n < RX_BATCH)
+			break; /* drained; level-triggered epoll reports any remainder */
+	}
+}
+
+/* Run due QP timers and release delayed packets; returns the earliest future deadline
+ * (UINT64_MAX if none). */
+static uint64_t run_timers(struct swv_context *ctx, struct rx_state *st, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	size_t ndue = 0;
+	struct swv_list *pos;
+
+	pthread_mutex_lock(&ctx->qp_lock);
+	swv_list_for_each(pos, &ctx->qp_list) {
+		struct swv_qp *qp = swv_list_entry(pos, struct swv_qp, ctx_entry);
+		uint64_t d = atomic_load_explicit(&qp->timer_deadline, memory_order_acquire);
+		if (!d)
+			continue;
+		if (d > now) {
+			next = SWV_MIN(next, d);
+			continue;
+		}
+		if (ndue == st->due_cap) {
+			size_t cap = st->due_cap ? st->due_cap * 2 : 64;
+			struct swv_qp **n = realloc(st->due, cap * sizeof(*n));
+			if (!n) {
+				next = now; /* retry the rest on the next iteration */
+				break;
+			}
+			st->due = n;
+			st->due_cap = cap;
+		}
+		st->due[ndue++] = qp;
+	}
+	/* Fault-injector hold queue: only sockets with an injector hold packets. */
+	for (unsigned i = 0; i < ctx->nports; i++) {
+		struct swv_qp_port *p = ctx->ports[i];
+		if (!p->fault)
+			continue;
+		uint64_t d = swv_ep_flush_delayed(&p->ep, now);
+		if (d)
+			next = SWV_MIN(next, d);
+	}
+	pthread_mutex_unlock(&ctx->qp_lock);
+
+	/* Outside qp_lock: the timer takes qp->lock and may transmit. The QPs cannot be
+	 * freed before this iteration ends (swv_ctx_qpn_free syncs on it). */
+	for (size_t i = 0; i < ndue; i++) {
+		swv_qp_timer(st->due[i], now);
+		uint64_t d = atomic_load_explicit(&st->due[i]->timer_deadline, memory_order_acquire);
+		if (d)
+			next = SWV_MIN(next, d);
+	}
+	return next;
+}
+
+static int wait_events(struct swv_progress *pr, struct epoll_event *evs, uint64_t deadline)
+{
+	static _Atomic bool no_pwait2;
+	struct timespec ts, *tsp = NULL;
+	int n;
+
+	if (deadline != UINT64_MAX) {
+		uint64_t now = swv_now_ns();
+		uint64_t d = deadline > now ? deadline - now : 0;
+		ts.tv_sec = (time_t)(d / 1000000000ull);
+		ts.tv_nsec = (long)(d % 1000000000ull);
+		tsp = &ts;
+	}
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = epoll_pwait2(pr->epfd, evs, MAX_EVENTS, tsp, NULL);
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store(&no_pwait2, true); /* kernel < 5.11: millisecond timeouts */
+	}
+	int ms = -1;
+	if (tsp) {
+		uint64_t tot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		uint64_t m = (tot + 999999) / 1000000; /* round up: never fire early */
+		ms = m > INT_MAX ? INT_MAX : (int)m;
+	}
+	return epoll_wait(pr->epfd, evs, MAX_EVENTS, ms);
+}
+
+static void *progress_main(void *arg)
+{
+	struct swv_context *ctx = arg;
+	struct swv_progress *pr = &ctx->progress;
+	struct epoll_event evs[MAX_EVENTS];
+	struct rx_state st = {0};
+	uint64_t next = UINT64_MAX;
+
+	st.bufs = malloc((size_t)RX_BATCH * SWV_EP_MAX_DGRAM);
+	if (!st.bufs) {
+		/* Cannot receive at all: a context without progress would hang silently. */
+		swv_log(SWV_LOG_ERR, "progress thread: out of memory; context is dead");
+		return NULL;
+	}
+
+	for (;;) {
+		/* Announce the deadline we will sleep to, then look at 'pending': a kicker
+		 * either sees our sleep_until (and writes the eventfd) or we see its deadline
+		 * (seq_cst on both sides). */
+		for (;;) {
+			atomic_store(&pr->sleep_until, next);
+			uint64_t p = atomic_load(&pr->pending);
+			if (p >= next)
+				break;
+			next = p;
+		}
+		if (atomic_load(&pr->stop))
+			break;
+		int n = wait_events(pr, evs, next);
+		atomic_store(&pr->sleep_until, 0);
+		if (atomic_load(&pr->stop))
+			break;
+
+		/* seq odd: from here on this iteration may hold QP pointers. A QP unpublished
+		 * (seq_cst) before this increment is invisible to it; one unpublished after is
+		 * waited for by swv_progress_sync until seq turns even again. */
+		atomic_fetch_add(&pr->seq, 1);
+
+		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
+		uint64_t now = swv_now_ns();
+		next = taken > now ? taken : UINT64_MAX;
+
+		for (int i = 0; i < n; i++) {
+			struct swv_endpoint *ep = evs[i].data.ptr;
+			if (!ep) {
+				uint64_t v;
+				while (read(pr->evfd, &v, sizeof(v)) > 0)
+					;
+				continue;
+			}
+			rx_endpoint(ctx, ep, &st);
+		}
+		now = swv_now_ns();
+		next = SWV_MIN(next, run_timers(ctx, &st, now));
+
+		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
+		atomic_fetch_add(&pr->seq, 1);
+		if (atomic_load(&pr->sync_waiters))
+			futex_wake_all(&pr->seq);
+	}
+	free(st.due);
+	free(st.bufs);
+	return NULL;
+}
+
+int swv_progress_start(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	sigset_t all, old;
+	int rc;
+
+	pr->started = false;
+	pr->evfd = -1;
+	atomic_init(&pr->stop, false);
+	atomic_init(&pr->sleep_until, 0); /* "awake": kicks before the first sleep only record */
+	atomic_init(&pr->pending, UINT64_MAX);
+	atomic_init(&pr->seq, 0);
+	atomic_init(&pr->sync_waiters, 0);
+
+	pr->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (pr->epfd < 0)
+		return errno;
+	pr->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (pr->evfd < 0) {
+		rc = errno;
+		goto err;
+	}
+	if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, pr->evfd, &ev)) {
+		rc = errno;
+		goto err;
+	}
+	/* The thread takes no signals: the application's handlers run in its threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&pr->thread, NULL, progress_main, ctx);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto err;
+	pr->started = true;
+	return 0;
+err:
+	if (pr->evfd >= 0)
+		close(pr->evfd);
+	close(pr->epfd);
+	pr->evfd = pr->epfd = -1;
+	return rc;
+}
+
+void swv_progress_stop(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+	if (pr->started) {
+		uint64_t one = 1;
+		atomic_store(&pr->stop, true);
+		if (write(pr->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			swv_log(SWV_LOG_ERR, "progress stop: eventfd write: %s", strerror(errno));
+		pthread_join(pr->thread, NULL);
+		pr->started = false;
+	}
+	if (pr->evfd >= 0)
+		close(pr->evfd);
+	if (pr->epfd >= 0)
+		close(pr->epfd);
+	pr->evfd = pr->epfd = -1;
+}
+
+int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+	if (!ep)
+		return EINVAL;
+	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
+		return errno;
+	return 0;
+}
+
+void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)
+{
+	struct swv_progress *pr = &ctx->progress;
+	uint64_t p = atomic_load(&pr->pending);
+
+	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
+		;
+	uint64_t s = atomic_load(&pr->sleep_until);
+	/* Only the kicker that moves sleep_until to 0 writes: one syscall per sleep. */
+	if (deadline_ns < s && atomic_compare_exchange_strong(&pr->sleep_until, &s, 0)) {
+		uint64_t one = 1;
+		if (write(pr->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			swv_log(SWV_LOG_ERR, "progress kick: eventfd write: %s", strerror(errno));
+		atomic_fetch_add_explicit(&pr->wakeups, 1, memory_order_relaxed);
+	}
+}
+
+void swv_progress_sync(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+	if (!pr->started || swv_progress_is_self(ctx))
+		return;
+	uint32_t s = atomic_load(&pr->seq);
+	if (!(s & 1))
+		return; /* sleeping: the next iteration starts after our unpublish */
+	atomic_fetch_add(&pr->sync_waiters, 1);
+	while (atomic_load(&pr->seq) == s)
+		futex_wait(&pr->seq, s);
+	atomic_fetch_sub(&pr->sync_waiters, 1);
+}
+
+bool swv_progress_is_self(struct swv_context *ctx)
+{
+	return ctx->progress.started && pthread_equal(pthread_self(), ctx->progress.thread);
+}
