@@ -14,4 +14,10 @@
  * Thread-safe; the lookup tables are built once on first use. */
 uint32_t swv_crc32(uint32_t crc, const void *buf, size_t len);
 
+/* Same result, always the portable table-driven code (tests compare the two). */
+uint32_t swv_crc32_generic(uint32_t crc, const void *buf, size_t len);
+
+/* Name of the implementation swv_crc32 uses on this CPU ("pclmul" or "slice8"). */
+const char *swv_crc32_impl(void);
+
 #endif
