@@ -23,8 +23,8 @@
 #define EP_HOLD_RETRY_NS 20000ull /* retry a held packet that met a full buffer */
 
 /* A packet held back by the injector (delay or reorder). */
-struct held_pkt {
-	struct swv_list node;
+struct swv_held_pkt {
+	struct swv_held_pkt *next;
 	uint64_t deadline;    /* release no later than this */
 	bool until_next;      /* reorder: release right after the next packet goes out */
 	struct sockaddr_in dst;
@@ -87,23 +87,22 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 	ep->addr = addr;
 	ep->port = ntohs(sa.sin_port);
 	ep->fault = fault;
-	swv_list_init(&ep->held);
+	ep->held_head = ep->held_tail = NULL;
 	ep->is_open = true;
 	return 0;
 }
 
 void swv_ep_close(struct swv_endpoint *ep)
 {
-	struct swv_list *pos, *tmp;
-
 	if (!ep || !ep->is_open)
 		return;
 	pthread_mutex_lock(&ep->fault_lock);
-	swv_list_for_each_safe(pos, tmp, &ep->held)
-	{
-		swv_list_del(pos);
-		free(swv_list_entry(pos, struct held_pkt, node));
+	while (ep->held_head) {
+		struct swv_held_pkt *h = ep->held_head;
+		ep->held_head = h->next;
+		free(h);
 	}
+	ep->held_tail = NULL;
 	pthread_mutex_unlock(&ep->fault_lock);
 	pthread_mutex_destroy(&ep->fault_lock);
 	close(ep->fd);
@@ -146,35 +145,47 @@ static int send_flat(int fd, const struct sockaddr_in *dst, const void *data, si
  * earliest deadline still held, or 0. */
 static uint64_t release_held(struct swv_endpoint *ep, uint64_t now, bool next_pkt_sent)
 {
-	struct swv_list *pos, *tmp;
+	struct swv_held_pkt **link = &ep->held_head, *prev = NULL;
 	uint64_t next = 0;
 
-	swv_list_for_each_safe(pos, tmp, &ep->held)
-	{
-		struct held_pkt *h = swv_list_entry(pos, struct held_pkt, node);
+	while (*link) {
+		struct swv_held_pkt *h = *link;
 		if ((next_pkt_sent && h->until_next) || h->deadline <= now) {
 			int rc = send_flat(ep->fd, &h->dst, h->data, h->len);
 			if (rc == EAGAIN || rc == ENOBUFS) {
 				/* Keep it: the injector delays, it should not add loss. */
 				h->until_next = false;
-				h->deadline = now + EP_HOLD_RETRY_NS;
+				h->deadline = (now ? now : swv_now_ns()) + EP_HOLD_RETRY_NS;
 			} else {
-				swv_list_del(&h->node);
+				*link = h->next;
 				free(h);
 				continue;
 			}
 		}
 		if (!next || h->deadline < next)
 			next = h->deadline;
+		prev = h;
+		link = &h->next;
 	}
+	ep->held_tail = prev;
 	return next;
+}
+
+static void hold(struct swv_endpoint *ep, struct swv_held_pkt *h)
+{
+	h->next = NULL;
+	if (ep->held_tail)
+		ep->held_tail->next = h;
+	else
+		ep->held_head = h;
+	ep->held_tail = h;
 }
 
 static int fault_send(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		      const struct iovec *iov, int iovcnt, size_t total)
 {
 	struct swv_fault_decision d;
-	struct held_pkt *h = NULL;
+	struct swv_held_pkt *h = NULL;
 	uint64_t hold_deadline = 0;
 	int rc = 0;
 
@@ -220,12 +231,12 @@ static int fault_send(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 			h->deadline = now + swv_fault_reorder_timeout_ns(ep->fault);
 		}
 		hold_deadline = h->deadline;
-		swv_list_add_tail(&ep->held, &h->node);
+		hold(ep, h);
 		h = NULL;
 	} else {
 		rc = h ? send_flat(ep->fd, dst, h->data, h->len) : raw_send(ep->fd, dst, iov, iovcnt);
 		/* This packet overtook anything held for reordering: let those follow. */
-		if (!swv_list_empty(&ep->held))
+		if (ep->held_head)
 			(void)release_held(ep, 0, true);
 	}
 	pthread_mutex_unlock(&ep->fault_lock);
@@ -263,7 +274,7 @@ uint64_t swv_ep_flush_delayed(struct swv_endpoint *ep, uint64_t now_ns)
 	if (!ep || !ep->is_open || !ep->fault)
 		return 0;
 	pthread_mutex_lock(&ep->fault_lock);
-	next = swv_list_empty(&ep->held) ? 0 : release_held(ep, now_ns, false);
+	next = ep->held_head ? release_held(ep, now_ns, false) : 0;
 	pthread_mutex_unlock(&ep->fault_lock);
 	return next;
 }

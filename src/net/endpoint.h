@@ -14,9 +14,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "util/list.h"
-
 struct swv_fault;
+struct swv_held_pkt;
 
 /* Called (outside any endpoint lock, from whichever thread sent) when the injector
  * holds a packet until deadline_ns, so the progress thread can be kicked to call
@@ -31,7 +30,9 @@ struct swv_endpoint {
 	pthread_mutex_t fault_lock; /* protects held (the injector locks its own RNG) */
 	/* Additions (net): */
 	bool is_open;             /* swv_ep_close is a no-op on a zeroed/closed endpoint */
-	struct swv_list held;     /* packets held by the injector, under fault_lock */
+	/* Packets held by the injector, FIFO, under fault_lock. Plain pointers (NULL when
+	 * empty) so that an idle endpoint may be moved by struct copy. */
+	struct swv_held_pkt *held_head, *held_tail;
 	swv_ep_hold_cb hold_cb;   /* optional, see swv_ep_set_hold_cb */
 	void *hold_arg;
 	uint64_t rx_truncated;    /* datagrams dropped for exceeding SWV_EP_MAX_DGRAM

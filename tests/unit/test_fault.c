@@ -432,6 +432,31 @@ static void test_reorder(void)
 	pair_close(&p);
 }
 
+/* An idle endpoint may be moved by struct copy (context.c does when it swaps a
+ * socket); the copy must hold, release and free packets correctly. */
+static void test_moved_endpoint(void)
+{
+	struct pair p;
+	struct swv_endpoint *moved = malloc(sizeof(*moved));
+
+	CHECK_PTR(moved);
+	pair_open(&p, "seed=3,delay=100,delay_us=1");
+	*moved = p.tx;
+	memset(&p.tx, 0, sizeof(p.tx)); /* the original is gone */
+	for (uint32_t i = 0; i < 3; i++)
+		CHECK_OK(send_seq(moved, &p.dst, i, 64));
+	CHECK(p.tx.held_head == NULL);
+	CHECK_EQ(swv_ep_flush_delayed(moved, FAR_FUTURE), 0);
+	reset_pkts();
+	CHECK_EQ(swv_ep_recv_batch(&p.rx, pkts, NPKT), 3);
+	for (uint32_t i = 0; i < 3; i++)
+		CHECK_EQ(seq_of(&pkts[i]), i);
+	CHECK_OK(send_seq(moved, &p.dst, 9, 64)); /* held at close: freed */
+	swv_ep_close(moved);
+	free(moved);
+	pair_close(&p);
+}
+
 /* Same seed through the real send path: the same packets survive, in the same order. */
 static unsigned run_lossy(const char *spec, uint32_t *out, unsigned cap)
 {
@@ -475,6 +500,7 @@ int main(void)
 	test_corrupt();
 	test_delay();
 	test_reorder();
+	test_moved_endpoint();
 	test_same_seed_same_run();
 	printf("test_fault: ok\n");
 	return 0;
