@@ -46,6 +46,13 @@ static void port_free(struct swv_qp_port *p)
 
 /* Open one more UDP socket for QPNs. Called with qp_lock held (or before the context
  * is visible). Returns the port or NULL + errno. */
+/* The fault injector held a packet (delay/reorder): make sure the progress thread
+ * wakes by its release time to call swv_ep_flush_delayed. (Added by net.) */
+static void port_hold_kick(void *ctx, uint64_t deadline_ns)
+{
+	swv_progress_kick(ctx, deadline_ns);
+}
+
 static struct swv_qp_port *port_open(struct swv_context *ctx)
 {
 	struct swv_qp_port *p = calloc(1, sizeof(*p));
@@ -81,6 +88,8 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 		errno = rc;
 		return NULL;
 	}
+	if (p->fault)
+		swv_ep_set_hold_cb(&p->ep, port_hold_kick, ctx);
 	rc = swv_progress_add_endpoint(ctx, &p->ep);
 	if (rc) {
 		port_free(p);
