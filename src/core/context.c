@@ -44,8 +44,6 @@ static void port_free(struct swv_qp_port *p)
 	free(p);
 }
 
-/* Open one more UDP socket for QPNs. Called with qp_lock held (or before the context
- * is visible). Returns the port or NULL + errno. */
 /* The fault injector held a packet (delay/reorder): make sure the progress thread
  * wakes by its release time to call swv_ep_flush_delayed. (Added by net.) */
 static void port_hold_kick(void *ctx, uint64_t deadline_ns)
@@ -53,6 +51,8 @@ static void port_hold_kick(void *ctx, uint64_t deadline_ns)
 	swv_progress_kick(ctx, deadline_ns);
 }
 
+/* Open one more UDP socket for QPNs. Called with qp_lock held (or before the context
+ * is visible). Returns the port or NULL + errno. */
 static struct swv_qp_port *port_open(struct swv_context *ctx)
 {
 	struct swv_qp_port *p = calloc(1, sizeof(*p));
