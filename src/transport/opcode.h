@@ -62,15 +62,19 @@ enum swv_opflag {
 	SWV_OPF_PAYLOAD = 1u << 8,  /* may carry payload */
 	SWV_OPF_REQUEST = 1u << 9,  /* handled by the responder */
 	SWV_OPF_RESPONSE = 1u << 10, /* handled by the completer */
+	/* Position in a message. Single-packet opcodes (ONLY, READ request, atomics, ACKs)
+	 * carry both FIRST and LAST; test (flags & SWV_OPF_ONLY) == SWV_OPF_ONLY. */
 	SWV_OPF_FIRST = 1u << 11,
 	SWV_OPF_MIDDLE = 1u << 12,
 	SWV_OPF_LAST = 1u << 13,
 	SWV_OPF_ONLY = SWV_OPF_FIRST | SWV_OPF_LAST,
+	/* Operation family: SEND (incl. with imm/inv), RDMA WRITE, RDMA READ request and
+	 * responses, atomic request and ATOMIC_ACKNOWLEDGE. */
 	SWV_OPF_SEND = 1u << 14,
 	SWV_OPF_WRITE = 1u << 15,
 	SWV_OPF_READ = 1u << 16,
 	SWV_OPF_ATOMIC = 1u << 17,
-	SWV_OPF_ACK = 1u << 18,
+	SWV_OPF_ACK = 1u << 18, /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
 };
 
 struct swv_opcode_info {
