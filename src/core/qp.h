@@ -45,7 +45,8 @@ struct swv_send_wqe {
 	bool signaled;     /* CQE due on success */
 	/* transport state, owned by the requester/completer */
 	uint32_t first_psn, last_psn, npkts;
-	uint32_t state;
+	uint32_t state;    /* enum swv_wqe_state (requester.h) */
+	uint32_t status;   /* enum ibv_wc_status once state == SWV_WQE_ERROR */
 	uint64_t atomic_orig;
 	union {
 		struct ibv_sge sge[0];
@@ -114,6 +115,9 @@ struct swv_qp {
 
 	struct swv_req_state req;   /* requester + completer */
 	struct swv_resp_state resp; /* responder */
+
+	/* packets dropped by swv_qp_rx (wrong source, wrong state, wrong transport) */
+	_Atomic uint64_t rx_dropped;
 };
 
 static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)
@@ -129,9 +133,39 @@ int swv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr 
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
 
-/* Move to ERR (qp->lock held): flush both queues with IBV_WC_WR_FLUSH_ERR and raise
- * the async event when the cause is fatal. */
+/* Move to ERR (qp->lock held): flush both queues with IBV_WC_WR_FLUSH_ERR (through
+ * swv_complete, so counters see the errors). The error that caused it has been
+ * reported through a CQE, so no async event is raised (as rxe and the IB rule for
+ * errors reported by completion). Idempotent: in ERR it flushes what is queued. */
 void swv_qp_to_error(struct swv_qp *qp);
+
+/* A completion could not be reported because cq overflowed (swv_complete returned
+ * ENOSPC; qp->lock held): raise IBV_EVENT_CQ_ERR on the CQ and IBV_EVENT_QP_FATAL on
+ * the QP (the error could not be reported through a completion), then swv_qp_to_error. */
+void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq);
+
+/* Object lifetime (src/api/qp.c calls these after checking its arguments). */
+struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err);
+int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init_attr *init);
+int swv_qp_destroy(struct swv_qp *qp);
+/* verbs_context.create_qp_ex */
+struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+
+/* State machine (qp_state.c): roce-wire.md 6.2. */
+/* Required / optional attribute masks for cur -> next (STATE included in required);
+ * returns false when the transition is invalid. */
+bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
+			     enum ibv_qp_state next, int *req, int *opt);
+/* ib_modify_qp_is_ok: 0 or EINVAL. */
+int swv_qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
+		      int mask);
+
+/* Caps limits promised by ibv_create_qp. */
+#define SWV_QP_MAX_WR     16384
+#define SWV_QP_MAX_SGE    32
+#define SWV_QP_MAX_INLINE 256
+#define SWV_MAX_MSG_SIZE  (1u << 31)
 
 /* Arm/cancel the QP timer (qp->lock held): updates timer_deadline and kicks the
  * progress thread if it would sleep past it. */

@@ -2,6 +2,16 @@
  * Requester and completer (rxe's req/comp): turn send WQEs into packets, track PSNs,
  * consume ACK/NAK/read responses, retire WQEs, retransmit. Owner: requester.
  * All functions are called with qp->lock held.
+ *
+ * Send queue model. sq.head is the oldest incomplete WQE, sq.tail the next free slot.
+ * WQEs [head, started) have PSNs assigned (first_psn .. last_psn, assigned once, when a
+ * WQE is first transmitted; a retransmission reuses them). The transmit cursor is
+ * (cur, cur_pkt): every packet before it has been sent at least once since the last
+ * rewind. A retry rewinds the cursor to head (go-back-N); packets of the head WQE that
+ * were already acknowledged are skipped.
+ *
+ * retry_cnt = 7 is treated as infinite, as rxe does (roce-wire.md 4.4); rnr_retry = 7
+ * is infinite as the IB specification says.
  */
 #ifndef SWV_TRANSPORT_REQUESTER_H
 #define SWV_TRANSPORT_REQUESTER_H
@@ -12,17 +22,40 @@
 struct swv_qp;
 struct swv_pkt;
 
+enum swv_wqe_state {
+	SWV_WQE_POSTED = 0, /* no PSN yet */
+	SWV_WQE_STARTED,    /* PSNs assigned, some or all packets sent */
+	SWV_WQE_ERROR,      /* failed locally while building a packet: completes with
+			     * wqe->status once every earlier WQE completed */
+};
+
+#define SWV_MAX_UNACKED_PSNS 128 /* rxe's window */
+#define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
+
 struct swv_req_state {
-	uint32_t next_psn;     /* PSN of the next new packet */
+	uint32_t next_psn;     /* PSN assigned to the next WQE started for the first time */
 	uint32_t una_psn;      /* oldest unacknowledged PSN */
+	uint32_t sent_psn;     /* one past the highest PSN sent (incl. READ response PSNs) */
 	uint32_t cur;          /* SQ index of the WQE being transmitted */
 	uint32_t cur_pkt;      /* packets of 'cur' already sent */
-	uint32_t rd_atomic_outstanding;
+	uint32_t started;      /* SQ index: WQEs before it have PSNs */
+	uint32_t rd_atomic_outstanding; /* READ/atomic WQEs in [head, cur) */
+	uint32_t window;       /* PSNs allowed in flight */
 	uint8_t retry_left, rnr_left;
 	uint64_t rnr_until;    /* ns; nonzero while waiting after an RNR NAK */
+	uint64_t ack_deadline; /* ns; local ACK timeout, 0 = not armed */
+	uint64_t xmit_retry_at; /* ns; the socket was full, try again then */
 	uint32_t pkts_since_ackreq;
 	/* read response placement */
 	uint32_t read_off;     /* bytes of the head READ placed so far */
+	/* a lost READ/atomic response triggers one retry per new evidence */
+	uint32_t lost_trigger_psn;
+	bool lost_trigger_valid;
+	uint32_t gap_retry_psn; /* READ response gap retried for this expected PSN */
+	bool gap_retry_valid;
+	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
+	/* statistics (for tests and swverbs-info) */
+	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp;
 };
 
 /* Transmit what the window allows. */
@@ -33,5 +66,12 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt);
 void swv_req_timer(struct swv_qp *qp, uint64_t now_ns);
 /* Reset requester state (RESET, RTR->RTS with a new sq_psn). */
 void swv_req_reset(struct swv_qp *qp);
+/* Complete the SQ head WQE with this status through swv_complete (removes it from
+ * the SQ). Returns 0 or ENOSPC (CQ overflow: the caller decides what follows). */
+int swv_req_complete_head(struct swv_qp *qp, int status);
+/* Re-arm qp->timer_deadline from the requester's deadlines. */
+void swv_req_update_timer(struct swv_qp *qp);
+/* Packets a WQE takes on the wire (READ: one PSN per response packet). */
+uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 
 #endif

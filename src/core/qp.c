@@ -1,0 +1,325 @@
+/*
+ * Queue pairs: create/query/destroy, the error state and flush, and the progress
+ * thread's entry points (receive dispatch, timers). Posting is in qp_post.c and the
+ * state machine in qp_state.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/async.h"
+#include "core/comp_cntr.h"
+#include "core/completion.h"
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/pd.h"
+#include "core/qp.h"
+#include "progress/progress.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/requester.h"
+#include "transport/responder.h"
+#include "util/log.h"
+
+static uint32_t pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static int wq_init(struct swv_wq *q, uint32_t max_wr, uint32_t stride, uint32_t max_sge)
+{
+	q->max_wr = max_wr;
+	q->max_sge = max_sge;
+	q->stride = (stride + 7) & ~7u;
+	q->nslots = pow2_at_least(max_wr ? max_wr : 1);
+	q->head = q->tail = 0;
+	q->buf = calloc(q->nslots, q->stride);
+	return q->buf ? 0 : ENOMEM;
+}
+
+static int check_caps(const struct ibv_qp_cap *cap, bool has_srq)
+{
+	if (cap->max_send_wr > SWV_QP_MAX_WR || cap->max_send_sge > SWV_QP_MAX_SGE ||
+	    cap->max_inline_data > SWV_QP_MAX_INLINE)
+		return EINVAL;
+	if (!has_srq && (cap->max_recv_wr > SWV_QP_MAX_WR || cap->max_recv_sge > SWV_QP_MAX_SGE))
+		return EINVAL;
+	return 0;
+}
+
+struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err)
+{
+	struct swv_context *ctx = to_swv_ctx(pd->ibpd.context);
+	struct swv_qp *qp = NULL;
+	int rc;
+
+	if (attr->qp_type != IBV_QPT_RC) {
+		/* UC and UD are not implemented yet; a device without them says so. */
+		rc = (attr->qp_type == IBV_QPT_UC || attr->qp_type == IBV_QPT_UD ||
+		      attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV ||
+		      attr->qp_type == IBV_QPT_RAW_PACKET || attr->qp_type == IBV_QPT_DRIVER)
+			     ? EOPNOTSUPP
+			     : EINVAL;
+		goto fail;
+	}
+	if (!attr->send_cq || !attr->recv_cq ||
+	    attr->send_cq->context != pd->ibpd.context ||
+	    attr->recv_cq->context != pd->ibpd.context) {
+		rc = EINVAL;
+		goto fail;
+	}
+	if (attr->srq) {
+		/* No SRQ object can exist yet (ibv_create_srq is EOPNOTSUPP). */
+		rc = EOPNOTSUPP;
+		goto fail;
+	}
+	rc = check_caps(&attr->cap, attr->srq != NULL);
+	if (rc)
+		goto fail;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		rc = ENOMEM;
+		goto fail;
+	}
+	qp->ctx = ctx;
+	qp->pd = pd;
+	qp->scq = to_swv_cq(attr->send_cq);
+	qp->rcq = to_swv_cq(attr->recv_cq);
+	qp->type = attr->qp_type;
+	qp->state = IBV_QPS_RESET;
+	qp->sq_sig_all = attr->sq_sig_all != 0;
+
+	/* Inline data shares the WQE's SGE area: report whichever is larger, so an
+	 * application gets all the inline room the slot really has (up to the max). */
+	struct ibv_qp_cap cap = attr->cap;
+	uint32_t sge_bytes = cap.max_send_sge * (uint32_t)sizeof(struct ibv_sge);
+	if (cap.max_inline_data < sge_bytes)
+		cap.max_inline_data = SWV_MIN(sge_bytes, SWV_QP_MAX_INLINE);
+	uint32_t room = SWV_MAX(sge_bytes, cap.max_inline_data);
+	qp->cap = cap;
+
+	rc = wq_init(&qp->sq, cap.max_send_wr, (uint32_t)sizeof(struct swv_send_wqe) + room,
+		     cap.max_send_sge);
+	if (!rc)
+		rc = wq_init(&qp->rq, cap.max_recv_wr,
+			     (uint32_t)sizeof(struct swv_recv_wqe) +
+				     cap.max_recv_sge * (uint32_t)sizeof(struct ibv_sge),
+			     cap.max_recv_sge);
+	if (rc)
+		goto fail_free;
+
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutex_init(&qp->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+
+	struct ibv_qp *ib = &qp->qpx.qp_base;
+	ib->context = pd->ibpd.context;
+	ib->qp_context = attr->qp_context;
+	ib->pd = &pd->ibpd;
+	ib->send_cq = attr->send_cq;
+	ib->recv_cq = attr->recv_cq;
+	ib->srq = attr->srq;
+	ib->state = IBV_QPS_RESET;
+	ib->qp_type = attr->qp_type;
+	pthread_mutex_init(&ib->mutex, NULL);
+	pthread_cond_init(&ib->cond, NULL);
+
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cur_qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->mtu = 1024;
+	qp->attr.port_num = 1;
+	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
+	qp->attr.cap = cap;
+	swv_req_reset(qp);
+
+	/* Everything the progress thread may look at is initialised: publish. */
+	rc = swv_ctx_qpn_alloc(ctx, qp, &qp->qpn, &qp->ep);
+	if (rc)
+		goto fail_lock;
+	ib->qp_num = qp->qpn;
+	ib->handle = qp->qpn;
+
+	atomic_fetch_add(&pd->users, 1);
+	atomic_fetch_add(&qp->scq->users, 1);
+	atomic_fetch_add(&qp->rcq->users, 1);
+	attr->cap = cap;
+	return qp;
+
+fail_lock:
+	pthread_cond_destroy(&ib->cond);
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&qp->lock);
+fail_free:
+	free(qp->sq.buf);
+	free(qp->rq.buf);
+	free(qp);
+fail:
+	*err = rc;
+	return NULL;
+}
+
+int swv_qp_destroy(struct swv_qp *qp)
+{
+	struct swv_context *ctx = qp->ctx;
+	/* After this the progress thread cannot touch the QP (it syncs). */
+	swv_ctx_qpn_free(ctx, qp, qp->qpn);
+	swv_comp_cntr_detach_qp(qp);
+
+	atomic_fetch_sub(&qp->pd->users, 1);
+	atomic_fetch_sub(&qp->scq->users, 1);
+	atomic_fetch_sub(&qp->rcq->users, 1);
+
+	pthread_cond_destroy(&qp->qpx.qp_base.cond);
+	pthread_mutex_destroy(&qp->qpx.qp_base.mutex);
+	pthread_mutex_destroy(&qp->lock);
+	free(qp->sq.buf);
+	free(qp->rq.buf);
+	free(qp);
+	return 0;
+}
+
+int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init_attr *init)
+{
+	pthread_mutex_lock(&qp->lock);
+	*attr = qp->attr;
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->cap = qp->cap;
+	/* Current PSNs, as rxe reports them. */
+	if (qp->state >= IBV_QPS_RTS && qp->state != IBV_QPS_ERR)
+		attr->sq_psn = qp->req.next_psn;
+	if (qp->state >= IBV_QPS_RTR && qp->state != IBV_QPS_ERR)
+		attr->rq_psn = qp->resp.epsn;
+	attr->sq_draining = qp->state == IBV_QPS_SQD &&
+			    (qp->req.cur != qp->sq.head || qp->req.sqd_event_pending);
+	pthread_mutex_unlock(&qp->lock);
+
+	memset(init, 0, sizeof(*init));
+	init->qp_context = qp->qpx.qp_base.qp_context;
+	init->send_cq = qp->qpx.qp_base.send_cq;
+	init->recv_cq = qp->qpx.qp_base.recv_cq;
+	init->srq = qp->qpx.qp_base.srq;
+	init->cap = qp->cap;
+	init->qp_type = qp->type;
+	init->sq_sig_all = qp->sq_sig_all;
+	return 0;
+}
+
+/* ---- error state ---- */
+
+static void flush_rq(struct swv_qp *qp)
+{
+	bool overflow = false;
+	if (qp->srq)
+		return; /* SRQ WQEs belong to the SRQ, not to this QP */
+	while (qp->rq.head != qp->rq.tail) {
+		struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.head);
+		struct swv_completion c = {
+			.slot = SWV_CNTR_RECV,
+			.cq = qp->rcq,
+			.wc = {.wr_id = w->wr_id,
+			       .status = IBV_WC_WR_FLUSH_ERR,
+			       .opcode = IBV_WC_RECV,
+			       .qp_num = qp->qpn},
+		};
+		qp->rq.head++;
+		if (swv_complete(qp, &c) && !overflow) {
+			overflow = true;
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
+		}
+	}
+}
+
+void swv_qp_to_error(struct swv_qp *qp)
+{
+	bool overflow = false;
+	qp->state = IBV_QPS_ERR;
+	qp->qpx.qp_base.state = IBV_QPS_ERR;
+	/* An overflowing CQ loses the flush CQEs (reported once); the counters still
+	 * see every flushed WR. */
+	while (qp->sq.head != qp->sq.tail)
+		if (swv_req_complete_head(qp, IBV_WC_WR_FLUSH_ERR) && !overflow) {
+			overflow = true;
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->scq->ibcq);
+		}
+	flush_rq(qp);
+	qp->req.rnr_until = 0;
+	qp->req.ack_deadline = 0;
+	qp->req.xmit_retry_at = 0;
+	swv_qp_set_timer(qp, 0);
+}
+
+void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
+{
+	swv_log(SWV_LOG_WARN, "qp %#x: CQ overflow, QP moves to the error state", qp->qpn);
+	swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &cq->ibcq);
+	if (qp->state != IBV_QPS_ERR)
+		swv_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+	swv_qp_to_error(qp);
+}
+
+/* ---- timers ---- */
+
+void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
+{
+	uint64_t old = atomic_exchange_explicit(&qp->timer_deadline, deadline_ns,
+						memory_order_release);
+	/* The progress thread re-reads deadlines after running a timer; kicking it from
+	 * itself is unnecessary. */
+	if (deadline_ns && deadline_ns != old && !swv_progress_is_self(qp->ctx))
+		swv_progress_kick(qp->ctx, deadline_ns);
+}
+
+void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)
+		swv_req_timer(qp, now_ns);
+	else
+		swv_qp_set_timer(qp, 0);
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* ---- receive ---- */
+
+static bool same_peer(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
+{
+	pthread_mutex_lock(&qp->lock);
+	bool request = pkt->flags & SWV_OPF_REQUEST;
+	bool response = pkt->flags & SWV_OPF_RESPONSE;
+	enum ibv_qp_state st = qp->state;
+
+	if (qp->type == IBV_QPT_RC) {
+		/* RC: only the connected peer may talk to this QP (DESIGN.md 4), and only
+		 * RC opcodes. */
+		if ((pkt->opcode & 0xe0) != SWV_OP_RC || !same_peer(src, &qp->peer))
+			goto drop;
+	}
+	if (request) {
+		if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+			goto drop;
+		swv_resp_rx(qp, pkt);
+	} else if (response) {
+		if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+			goto drop;
+		swv_comp_rx(qp, pkt);
+	} else {
+		goto drop;
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return;
+drop:
+	atomic_fetch_add_explicit(&qp->rx_dropped, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&qp->lock);
+}

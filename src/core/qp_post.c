@@ -1,0 +1,202 @@
+/*
+ * ibv_post_send / ibv_post_recv (ibv_context_ops). Work requests are validated and
+ * copied into the QP's rings; the posting thread then transmits directly what the
+ * window allows (the progress thread owns retransmission).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "core/qp.h"
+#include "transport/requester.h"
+
+#define KNOWN_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
+
+static bool rc_opcode_ok(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The checks rxe (provider and kernel) makes at post time; all are EINVAL. */
+static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64_t *len_out)
+{
+	if (!rc_opcode_ok(wr->opcode))
+		return EINVAL;
+	if (wr->send_flags & ~(unsigned)KNOWN_SEND_FLAGS)
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	if (wr->num_sge > 0 && !wr->sg_list)
+		return EINVAL;
+	uint64_t len = 0;
+	for (int i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (len > SWV_MAX_MSG_SIZE)
+		return EINVAL;
+
+	bool atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	if (atomic && (len != 8 || (wr->wr.atomic.remote_addr & 7)))
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		/* Inline carries local data only: not for READ (it writes locally) nor
+		 * atomics (their result lands in the SGE). */
+		if (atomic || wr->opcode == IBV_WR_RDMA_READ)
+			return EINVAL;
+		if (len > qp->cap.max_inline_data)
+			return EINVAL;
+	}
+	*len_out = len;
+	return 0;
+}
+
+static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct ibv_send_wr *wr,
+			 uint32_t len)
+{
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->send_flags = wr->send_flags;
+	w->imm_data = wr->imm_data;
+	w->remote_addr = 0;
+	w->rkey = 0;
+	w->compare_add = w->swap = 0;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		break;
+	default:
+		break;
+	}
+	w->length = len;
+	w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	w->first_psn = w->last_psn = w->npkts = 0;
+	w->state = SWV_WQE_POSTED;
+	w->status = IBV_WC_SUCCESS;
+	w->atomic_orig = 0;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		/* The application may reuse its buffers as soon as post returns. */
+		uint32_t off = 0;
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inline_data + off, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+		w->num_sge = 0;
+	} else {
+		w->num_sge = (uint32_t)wr->num_sge;
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+	}
+}
+
+int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct ibv_send_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	*bad = NULL;
+	if (!ibqp) {
+		*bad = wr;
+		return EINVAL;
+	}
+	struct swv_qp *qp = to_swv_qp(ibqp);
+	int err = 0;
+	bool posted = false;
+
+	pthread_mutex_lock(&qp->lock);
+	/* rxe refuses sends before RTS (roce-wire.md 5.1); ERR accepts and flushes. */
+	if (qp->state < IBV_QPS_RTS) {
+		err = EINVAL;
+		*bad = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		uint64_t len;
+		err = check_send_wr(qp, wr, &len);
+		if (!err && swv_wq_used(&qp->sq) >= qp->sq.max_wr)
+			err = ENOMEM;
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		copy_send_wr(qp, swv_wq_slot(&qp->sq, qp->sq.tail), wr, (uint32_t)len);
+		qp->sq.tail++;
+		posted = true;
+		if (qp->state == IBV_QPS_ERR)
+			swv_qp_to_error(qp); /* flushes it right away */
+	}
+	if (posted && (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD))
+		swv_req_run(qp);
+out:
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+int swv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct ibv_recv_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	*bad = NULL;
+	if (!ibqp) {
+		*bad = wr;
+		return EINVAL;
+	}
+	struct swv_qp *qp = to_swv_qp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state == IBV_QPS_RESET || qp->srq) {
+		err = EINVAL;
+		*bad = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge ||
+		    (wr->num_sge > 0 && !wr->sg_list)) {
+			err = EINVAL;
+		} else if (swv_wq_used(&qp->rq) >= qp->rq.max_wr) {
+			err = ENOMEM;
+		}
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.tail);
+		uint64_t len = 0;
+		w->wr_id = wr->wr_id;
+		w->num_sge = (uint32_t)wr->num_sge;
+		for (int i = 0; i < wr->num_sge; i++) {
+			w->sge[i] = wr->sg_list[i];
+			len += wr->sg_list[i].length;
+		}
+		/* Larger than any message can be: saturate (2^31 is the message limit). */
+		w->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+		qp->rq.tail++;
+		if (qp->state == IBV_QPS_ERR)
+			swv_qp_to_error(qp);
+	}
+out:
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}

@@ -1,0 +1,427 @@
+/*
+ * Completer (rxe's comp): consumes ACK / NAK / RDMA READ responses / ATOMIC ACKs,
+ * retires send WQEs strictly in posting order, places READ data and atomic results,
+ * and drives retries: go-back-N on a sequence NAK, on the local ACK timeout and on a
+ * lost READ/atomic response; RNR waits. Any progress reloads both retry counters.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "core/async.h"
+#include "core/context.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/requester.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+/* RNR timer code -> microseconds (roce-wire.md 3; code 25 is 61.44 ms). */
+static const uint32_t rnr_us[32] = {
+	655360, 10,    20,    30,    40,    60,    80,    120,   160,   240,   320,
+	480,    640,   960,   1280,  1920,  2560,  3840,  5120,  7680,  10240, 15360,
+	20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+static bool is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool is_atomic(uint32_t op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint64_t ack_timeout_ns(const struct swv_qp *qp)
+{
+	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
+}
+
+static struct swv_send_wqe *head_wqe(struct swv_qp *qp)
+{
+	if (qp->sq.head == qp->req.started)
+		return NULL; /* nothing started and incomplete */
+	return swv_wq_slot(&qp->sq, qp->sq.head);
+}
+
+/* Complete the head; false when the QP is now in ERR (error status or CQ overflow). */
+static bool comp_head(struct swv_qp *qp, int status)
+{
+	if (swv_req_complete_head(qp, status)) {
+		swv_qp_cq_overflow(qp, qp->scq);
+		return false;
+	}
+	if (status != IBV_WC_SUCCESS) {
+		swv_qp_to_error(qp);
+		return false;
+	}
+	return true;
+}
+
+/* Go-back-N: the cursor returns to the oldest incomplete WQE; its acknowledged
+ * packets are skipped, later WQEs are resent with the same PSNs. */
+static void rewind_cursor(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	r->cur = qp->sq.head;
+	r->cur_pkt = 0;
+	r->rd_atomic_outstanding = 0;
+	r->pkts_since_ackreq = 0;
+	struct swv_send_wqe *w = head_wqe(qp);
+	if (w && !is_rd_atomic(w->opcode)) {
+		uint32_t acked = (r->una_psn - w->first_psn) & SWV_PSN_MASK;
+		r->cur_pkt = acked < w->npkts ? acked : w->npkts - 1;
+	}
+}
+
+/* A retry caused by a timeout, a sequence NAK or a lost response: counts against
+ * retry_cnt (7 = infinite, like rxe). False when retries are exhausted (the head
+ * WQE completed with RETRY_EXC_ERR and the QP is in ERR). */
+static bool retry(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	r->n_retries++;
+	if (qp->attr.retry_cnt != 7) {
+		if (r->retry_left == 0) {
+			comp_head(qp, IBV_WC_RETRY_EXC_ERR);
+			return false;
+		}
+		r->retry_left--;
+	}
+	rewind_cursor(qp);
+	uint64_t tmo = ack_timeout_ns(qp);
+	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
+	return true;
+}
+
+static void progress_made(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	r->retry_left = qp->attr.retry_cnt;
+	r->rnr_left = qp->attr.rnr_retry;
+	uint64_t tmo = ack_timeout_ns(qp);
+	r->ack_deadline = (tmo && head_wqe(qp)) ? swv_now_ns() + tmo : 0;
+}
+
+/* Refresh una_psn from the head WQE (after WQEs retired). */
+static void set_una_from_head(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *w = head_wqe(qp);
+	uint32_t una;
+	if (!w)
+		una = r->next_psn;
+	else if (w->opcode == IBV_WR_RDMA_READ)
+		una = swv_psn_add(w->first_psn, r->read_off / qp->mtu);
+	else
+		una = w->first_psn;
+	if (swv_psn_cmp(una, r->una_psn) > 0)
+		r->una_psn = una;
+}
+
+enum retire_result { RETIRE_OK, RETIRE_LOST, RETIRE_ERR };
+
+/* The responder executes in PSN order, so a response for psn proves every earlier
+ * request executed: complete SEND/WRITE WQEs that end before psn (or at it when
+ * 'inclusive'). A READ/atomic there still waiting means its response was lost. */
+static enum retire_result retire(struct swv_qp *qp, uint32_t psn, bool inclusive, bool *progress)
+{
+	struct swv_send_wqe *w;
+	while ((w = head_wqe(qp))) {
+		if (w->state == SWV_WQE_ERROR) {
+			comp_head(qp, (int)w->status);
+			return RETIRE_ERR;
+		}
+		int32_t d = swv_psn_cmp(w->last_psn, psn);
+		if (inclusive ? d > 0 : d >= 0)
+			break;
+		if (is_rd_atomic(w->opcode))
+			return RETIRE_LOST;
+		*progress = true;
+		if (!comp_head(qp, IBV_WC_SUCCESS))
+			return RETIRE_ERR;
+	}
+	/* A locally failed WQE right behind the retired ones completes now. */
+	if (qp->sq.head != qp->sq.tail) {
+		w = swv_wq_slot(&qp->sq, qp->sq.head);
+		if (w->state == SWV_WQE_ERROR) {
+			comp_head(qp, (int)w->status);
+			return RETIRE_ERR;
+		}
+	}
+	return RETIRE_OK;
+}
+
+/* A later PSN was answered while a READ/atomic at the head was not: retry once per
+ * new piece of evidence (duplicate ACKs for the same PSN do not retry again). */
+static bool lost_response(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+	if (r->lost_trigger_valid && swv_psn_cmp(psn, r->lost_trigger_psn) <= 0)
+		return true;
+	r->lost_trigger_valid = true;
+	r->lost_trigger_psn = psn;
+	return retry(qp);
+}
+
+static int nak_status(uint8_t code)
+{
+	switch (code) {
+	case 1:
+		return IBV_WC_REM_INV_REQ_ERR;
+	case 2:
+		return IBV_WC_REM_ACCESS_ERR;
+	default:
+		return IBV_WC_REM_OP_ERR; /* 3, and rxe's default for 4 and reserved codes */
+	}
+}
+
+static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t psn = pkt->psn;
+	uint8_t syn = pkt->aeth_syndrome;
+	enum retire_result rr;
+
+	switch (syn & 0x60) {
+	case 0x00: /* ACK */
+		rr = retire(qp, psn, true, progress);
+		if (rr == RETIRE_ERR)
+			return;
+		if (rr == RETIRE_LOST) {
+			lost_response(qp, psn);
+			return;
+		}
+		{
+			struct swv_send_wqe *w = head_wqe(qp);
+			if (w && !is_rd_atomic(w->opcode) &&
+			    swv_psn_cmp(psn, w->first_psn) >= 0 &&
+			    swv_psn_cmp(swv_psn_add(psn, 1), r->una_psn) > 0) {
+				r->una_psn = swv_psn_add(psn, 1); /* part of a multi-packet message */
+				*progress = true;
+			}
+		}
+		return;
+
+	case 0x20: { /* RNR NAK: the request at psn found no receive WQE */
+		rr = retire(qp, psn, false, progress);
+		if (rr == RETIRE_ERR)
+			return;
+		if (rr == RETIRE_LOST) {
+			lost_response(qp, psn);
+			return;
+		}
+		struct swv_send_wqe *w = head_wqe(qp);
+		if (!w || swv_psn_cmp(psn, w->first_psn) < 0 || swv_psn_cmp(psn, w->last_psn) > 0)
+			return; /* stale */
+		if (*progress) {
+			r->retry_left = qp->attr.retry_cnt;
+			r->rnr_left = qp->attr.rnr_retry;
+			*progress = false;
+		}
+		r->n_rnr_naks++;
+		if (qp->attr.rnr_retry != 7) {
+			if (r->rnr_left == 0) {
+				comp_head(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			r->rnr_left--;
+		}
+		if (swv_psn_cmp(psn, r->una_psn) > 0)
+			r->una_psn = psn;
+		rewind_cursor(qp);
+		r->rnr_until = swv_now_ns() + (uint64_t)rnr_us[syn & 0x1f] * 1000;
+		r->ack_deadline = 0; /* no ACK timeout while waiting out the RNR delay */
+		return;
+	}
+
+	case 0x60: { /* NAK */
+		uint8_t code = syn & 0x1f;
+		rr = retire(qp, psn, false, progress);
+		if (rr == RETIRE_ERR)
+			return;
+		if (code == 0) {
+			/* PSN sequence error: everything before psn arrived; go back to it. */
+			r->n_seq_naks++;
+			if (*progress) {
+				set_una_from_head(qp);
+				progress_made(qp);
+				*progress = false;
+			}
+			if (rr == RETIRE_OK && swv_psn_cmp(psn, r->una_psn) > 0) {
+				struct swv_send_wqe *w = head_wqe(qp);
+				if (w && !is_rd_atomic(w->opcode))
+					r->una_psn = psn;
+			}
+			retry(qp);
+			return;
+		}
+		/* Invalid request / remote access / remote operational error: the WQE
+		 * completes with the error and the QP moves to ERR. */
+		if (head_wqe(qp))
+			comp_head(qp, nak_status(code));
+		return;
+	}
+	default:
+		return; /* reserved syndrome: ignore */
+	}
+}
+
+static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t psn = pkt->psn;
+	enum retire_result rr = retire(qp, psn, false, progress);
+	if (rr == RETIRE_ERR)
+		return;
+	if (rr == RETIRE_LOST) {
+		lost_response(qp, psn);
+		return;
+	}
+	struct swv_send_wqe *w = head_wqe(qp);
+	if (!w || swv_psn_cmp(psn, w->first_psn) < 0 || swv_psn_cmp(psn, w->last_psn) > 0) {
+		r->n_dup_resp++;
+		return;
+	}
+	if (w->opcode != IBV_WR_RDMA_READ) {
+		/* A READ response inside the PSNs of a non-READ WQE. */
+		comp_head(qp, IBV_WC_FATAL_ERR);
+		return;
+	}
+	uint32_t expect = swv_psn_add(w->first_psn, r->read_off / qp->mtu);
+	int32_t d = swv_psn_cmp(psn, expect);
+	if (d < 0) {
+		r->n_dup_resp++;
+		return;
+	}
+	if (d > 0) {
+		/* A response packet was lost: ask again for the rest right away instead
+		 * of waiting for the ACK timeout (once per missing PSN). */
+		if (!r->gap_retry_valid || r->gap_retry_psn != expect) {
+			r->gap_retry_valid = true;
+			r->gap_retry_psn = expect;
+			retry(qp);
+		}
+		return;
+	}
+	bool last = pkt->opcode == SWV_OP_READ_RESP_LAST || pkt->opcode == SWV_OP_READ_RESP_ONLY;
+	uint64_t end = (uint64_t)r->read_off + pkt->paylen;
+	if ((!last && pkt->paylen != qp->mtu) || end > w->length || (last && end != w->length) ||
+	    (!last && end >= w->length)) {
+		r->n_dup_resp++; /* malformed for this READ: ignore, a retry recovers */
+		return;
+	}
+	if (pkt->paylen) {
+		int rc = swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, r->read_off,
+					pkt->payload, pkt->paylen);
+		if (rc) {
+			comp_head(qp, IBV_WC_LOC_PROT_ERR);
+			return;
+		}
+	}
+	r->read_off = (uint32_t)end;
+	r->una_psn = swv_psn_add(psn, 1);
+	r->gap_retry_valid = false;
+	*progress = true;
+	if (last)
+		comp_head(qp, IBV_WC_SUCCESS);
+}
+
+static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t psn = pkt->psn;
+	if ((pkt->aeth_syndrome & 0x60) != 0) {
+		handle_ack(qp, pkt, progress); /* a NAK carried in an atomic ACK */
+		return;
+	}
+	enum retire_result rr = retire(qp, psn, false, progress);
+	if (rr == RETIRE_ERR)
+		return;
+	if (rr == RETIRE_LOST) {
+		lost_response(qp, psn);
+		return;
+	}
+	struct swv_send_wqe *w = head_wqe(qp);
+	if (!w || w->first_psn != psn) {
+		r->n_dup_resp++;
+		return;
+	}
+	if (!is_atomic(w->opcode)) {
+		comp_head(qp, IBV_WC_FATAL_ERR);
+		return;
+	}
+	/* The original remote value lands in the SGE in host order (as rxe). */
+	uint64_t orig = pkt->atmack_orig;
+	w->atomic_orig = orig;
+	if (swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, &orig, sizeof(orig))) {
+		comp_head(qp, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	r->una_psn = swv_psn_add(psn, 1);
+	*progress = true;
+	comp_head(qp, IBV_WC_SUCCESS);
+}
+
+void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_req_state *r = &qp->req;
+	bool progress = false;
+
+	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
+	 * or stale packet. */
+	if (swv_psn_cmp(pkt->psn, r->una_psn) < 0 || swv_psn_cmp(pkt->psn, r->sent_psn) >= 0) {
+		r->n_dup_resp++;
+		return;
+	}
+	switch (pkt->opcode) {
+	case SWV_OP_ACK:
+		handle_ack(qp, pkt, &progress);
+		break;
+	case SWV_OP_ATOMIC_ACK:
+		handle_atomic_ack(qp, pkt, &progress);
+		break;
+	case SWV_OP_READ_RESP_FIRST:
+	case SWV_OP_READ_RESP_MIDDLE:
+	case SWV_OP_READ_RESP_LAST:
+	case SWV_OP_READ_RESP_ONLY:
+		handle_read_resp(qp, pkt, &progress);
+		break;
+	default:
+		r->n_dup_resp++;
+		return;
+	}
+	if (qp->state == IBV_QPS_ERR)
+		return;
+	if (progress) {
+		set_una_from_head(qp);
+		progress_made(qp);
+		r->lost_trigger_valid = r->lost_trigger_valid && head_wqe(qp) != NULL;
+	}
+	swv_req_run(qp);
+	swv_req_update_timer(qp);
+}
+
+void swv_req_timer(struct swv_qp *qp, uint64_t now)
+{
+	struct swv_req_state *r = &qp->req;
+
+	if (r->rnr_until && now >= r->rnr_until)
+		r->rnr_until = 0; /* the cursor was rewound when the RNR NAK came */
+	if (r->xmit_retry_at && now >= r->xmit_retry_at)
+		r->xmit_retry_at = 0;
+	if (r->ack_deadline && now >= r->ack_deadline) {
+		r->ack_deadline = 0;
+		if (head_wqe(qp)) {
+			r->n_timeouts++;
+			if (!retry(qp))
+				return;
+		}
+	}
+	swv_req_run(qp);
+	if (qp->state != IBV_QPS_ERR)
+		swv_req_update_timer(qp);
+}

@@ -1,0 +1,369 @@
+/*
+ * Requester (rxe's req): turns send WQEs into packets. Segmentation by path MTU with
+ * FIRST/MIDDLE/LAST/ONLY opcodes, RETH on the first WRITE packet, ImmDt on the last,
+ * one PSN per packet (a READ takes one per response packet), AckReq on last packets
+ * and every SWV_MAX_PKT_PER_ACK packets, a window of unacknowledged PSNs, the
+ * max_rd_atomic limit and FENCE. See requester.h for the send-queue model.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/async.h"
+#include "core/context.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/requester.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define XMIT_RETRY_NS 50000ull /* socket buffer full: try again this much later */
+
+static bool is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool is_atomic(uint32_t op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu)
+{
+	if (is_atomic(opcode))
+		return 1;
+	uint32_t n = (uint32_t)(((uint64_t)length + mtu - 1) / mtu);
+	return n ? n : 1;
+}
+
+/* In-flight PSNs: 128 as rxe, fewer when a window of full packets would not fit the
+ * peer's socket buffer (taken to be like ours: the same library configures both).
+ * Each datagram costs about twice its size in kernel accounting (skb truesize). */
+static uint32_t compute_window(struct swv_qp *qp)
+{
+	int rcvbuf = 0;
+	socklen_t sl = sizeof(rcvbuf);
+	uint32_t w = SWV_MAX_UNACKED_PSNS;
+	if (qp->ep && getsockopt(qp->ep->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl) == 0 &&
+	    rcvbuf > 0) {
+		uint64_t per_pkt = 2ull * (qp->mtu + SWV_MAX_HDR_LEN + 64);
+		uint64_t fit = (uint64_t)rcvbuf / per_pkt;
+		if (fit < w)
+			w = fit < 4 ? 4 : (uint32_t)fit;
+	}
+	return w;
+}
+
+void swv_req_reset(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	memset(r, 0, sizeof(*r));
+	r->next_psn = r->una_psn = r->sent_psn = qp->attr.sq_psn & SWV_PSN_MASK;
+	r->cur = r->started = qp->sq.head;
+	r->retry_left = qp->attr.retry_cnt;
+	r->rnr_left = qp->attr.rnr_retry;
+	r->window = compute_window(qp);
+}
+
+static uint64_t ack_timeout_ns(const struct swv_qp *qp)
+{
+	/* 4.096 us x 2^timeout; 0 = no timer. */
+	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
+}
+
+void swv_req_update_timer(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	uint64_t d = 0;
+	uint64_t c[3] = {r->ack_deadline, r->rnr_until, r->xmit_retry_at};
+	for (int i = 0; i < 3; i++)
+		if (c[i] && (!d || c[i] < d))
+			d = c[i];
+	swv_qp_set_timer(qp, d);
+}
+
+static enum ibv_wc_opcode wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+static enum swv_cntr_slot cntr_slot(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return SWV_CNTR_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return SWV_CNTR_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return SWV_CNTR_ATOMIC;
+	default:
+		return SWV_CNTR_SEND;
+	}
+}
+
+int swv_req_complete_head(struct swv_qp *qp, int status)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t idx = qp->sq.head;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, idx);
+	bool ok = status == IBV_WC_SUCCESS;
+	uint32_t bytes = is_atomic(w->opcode) ? 8 : w->length;
+
+	struct swv_completion c = {
+		.slot = cntr_slot(w->opcode),
+		/* Errors always produce a CQE, even for unsignaled WRs. */
+		.cq = (!ok || w->signaled) ? qp->scq : NULL,
+		.wc = {.wr_id = w->wr_id,
+		       .status = (enum ibv_wc_status)status,
+		       .opcode = wc_opcode(w->opcode),
+		       .byte_len = ok ? bytes : 0,
+		       .qp_num = qp->qpn},
+		.bytes = bytes,
+	};
+
+	/* Keep the cursor bookkeeping consistent with the WQE leaving the queue. */
+	if ((int32_t)(idx - r->cur) < 0) {
+		if (is_rd_atomic(w->opcode) && r->rd_atomic_outstanding)
+			r->rd_atomic_outstanding--;
+	} else if (idx == r->cur) {
+		r->cur = idx + 1;
+		r->cur_pkt = 0;
+	}
+	if (idx == r->started)
+		r->started = idx + 1;
+	qp->sq.head = idx + 1;
+	r->read_off = 0;
+	r->gap_retry_valid = false;
+	r->lost_trigger_valid = false;
+	return swv_complete(qp, &c);
+}
+
+/* PSN of the next packet the cursor would send for w. */
+static uint32_t cursor_psn(const struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	const struct swv_req_state *r = &qp->req;
+	if (w->state == SWV_WQE_POSTED)
+		return r->next_psn;
+	if (w->opcode == IBV_WR_RDMA_READ && qp->sq.head == r->cur)
+		return swv_psn_add(w->first_psn, r->read_off / qp->mtu);
+	return swv_psn_add(w->first_psn, r->cur_pkt);
+}
+
+/* Build and transmit the packet at the cursor for w. Returns 0, EAGAIN (socket full:
+ * retry later), or minus an ibv_wc_status when the WQE fails locally. */
+static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, bool *ackreq_out)
+{
+	struct swv_req_state *r = &qp->req;
+	uint8_t hdr[SWV_MAX_HDR_LEN];
+	uint8_t data[4096];
+	const void *payload = NULL;
+	uint32_t paylen = 0;
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.pkey = SWV_PKEY_DEFAULT;
+	p.dqpn = qp->attr.dest_qp_num;
+	p.psn = psn;
+
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ: {
+		/* A retry re-issues the READ for the bytes not yet placed, with the VA
+		 * advanced by whole PMTUs (roce-wire.md 4.4). */
+		bool resume = qp->sq.head == r->cur;
+		uint32_t off = resume ? r->read_off : 0;
+		p.opcode = SWV_OP_READ_REQUEST;
+		p.reth_va = w->remote_addr + off;
+		p.reth_rkey = w->rkey;
+		p.reth_len = w->length - off;
+		p.ackreq = true;
+		break;
+	}
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		p.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SWV_OP_CMP_SWAP : SWV_OP_FETCH_ADD;
+		p.atm_va = w->remote_addr;
+		p.atm_rkey = w->rkey;
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+			p.atm_swap_add = w->swap;
+			p.atm_cmp = w->compare_add;
+		} else {
+			p.atm_swap_add = w->compare_add;
+		}
+		p.ackreq = true;
+		break;
+	default: {
+		uint32_t k = r->cur_pkt;
+		bool first = k == 0, last = k + 1 == w->npkts;
+		bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
+		uint64_t off = (uint64_t)k * qp->mtu;
+		paylen = (uint32_t)SWV_MIN((uint64_t)qp->mtu, w->length - off);
+		if (send) {
+			if (first && last)
+				p.opcode = imm ? SWV_OP_SEND_ONLY_IMM : SWV_OP_SEND_ONLY;
+			else if (first)
+				p.opcode = SWV_OP_SEND_FIRST;
+			else if (last)
+				p.opcode = imm ? SWV_OP_SEND_LAST_IMM : SWV_OP_SEND_LAST;
+			else
+				p.opcode = SWV_OP_SEND_MIDDLE;
+		} else {
+			if (first && last)
+				p.opcode = imm ? SWV_OP_WRITE_ONLY_IMM : SWV_OP_WRITE_ONLY;
+			else if (first)
+				p.opcode = SWV_OP_WRITE_FIRST;
+			else if (last)
+				p.opcode = imm ? SWV_OP_WRITE_LAST_IMM : SWV_OP_WRITE_LAST;
+			else
+				p.opcode = SWV_OP_WRITE_MIDDLE;
+			if (first) {
+				p.reth_va = w->remote_addr;
+				p.reth_rkey = w->rkey;
+				p.reth_len = w->length;
+			}
+		}
+		if (last && imm)
+			p.imm = w->imm_data;
+		p.se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
+		p.ackreq = last || r->pkts_since_ackreq + 1 >= SWV_MAX_PKT_PER_ACK;
+		if (paylen) {
+			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
+				payload = w->inline_data + off;
+			} else {
+				int rc = swv_mr_gather(qp->ctx, qp->pd, w->sge, w->num_sge, off,
+						       data, paylen);
+				if (rc)
+					return -rc;
+				payload = data;
+			}
+		}
+		break;
+	}
+	}
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.paylen = paylen;
+	size_t hlen = swv_pkt_build_hdr(hdr, &p);
+	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, payload, paylen);
+	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+		return EAGAIN;
+	if (rc)
+		/* Anything else is treated as a lost packet: the ACK timeout retries it and
+		 * a dead path ends in RETRY_EXC_ERR, as on a real link. */
+		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
+	r->n_pkts++;
+	*ackreq_out = p.ackreq;
+	return 0;
+}
+
+/* The head WQE failed locally (e.g. LOC_PROT_ERR while gathering): complete it and
+ * move to ERR. Later WQEs flush. */
+static void fail_head(struct swv_qp *qp, int status)
+{
+	if (swv_req_complete_head(qp, status))
+		swv_qp_cq_overflow(qp, qp->scq);
+	else
+		swv_qp_to_error(qp);
+}
+
+static void check_sq_drained(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	if (qp->state == IBV_QPS_SQD && r->sqd_event_pending && qp->sq.head == r->started) {
+		r->sqd_event_pending = false;
+		swv_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base);
+	}
+}
+
+void swv_req_run(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	uint64_t tmo = ack_timeout_ns(qp);
+	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+	bool sent = false;
+
+	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+		return;
+	if (r->rnr_until)
+		return; /* the RNR wait ends in swv_req_timer */
+	r->xmit_retry_at = 0;
+
+	while (r->cur != qp->sq.tail && qp->state != IBV_QPS_ERR) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, r->cur);
+		if (w->state == SWV_WQE_ERROR)
+			break; /* completes (with its status) once it reaches the head */
+		if (r->cur_pkt == 0) {
+			if (w->state == SWV_WQE_POSTED && qp->state == IBV_QPS_SQD)
+				break; /* SQD: finish what is in flight, start nothing new */
+			if ((w->send_flags & IBV_SEND_FENCE) && r->rd_atomic_outstanding)
+				break;
+			if (is_rd_atomic(w->opcode) && r->rd_atomic_outstanding >= max_rd)
+				break;
+		}
+		uint32_t psn = cursor_psn(qp, w);
+		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->window)) >= 0)
+			break;
+		if (w->state == SWV_WQE_POSTED) {
+			/* First transmission: PSNs are assigned once and kept for retries. */
+			w->npkts = swv_req_npkts(w->opcode, w->length, qp->mtu);
+			w->first_psn = r->next_psn;
+			w->last_psn = swv_psn_add(w->first_psn, w->npkts - 1);
+			r->next_psn = swv_psn_add(r->next_psn, w->npkts);
+			w->state = SWV_WQE_STARTED;
+			r->started = r->cur + 1;
+		}
+		bool ackreq = false;
+		int rc = send_packet(qp, w, psn, &ackreq);
+		if (rc == EAGAIN) {
+			r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+			break;
+		}
+		if (rc < 0) {
+			w->state = SWV_WQE_ERROR;
+			w->status = (uint32_t)-rc;
+			if (qp->sq.head == r->cur)
+				fail_head(qp, -rc);
+			break;
+		}
+		sent = true;
+		r->pkts_since_ackreq = ackreq ? 0 : r->pkts_since_ackreq + 1;
+		uint32_t end;
+		if (is_rd_atomic(w->opcode)) {
+			/* One request packet; the responses use the rest of its PSNs. */
+			r->rd_atomic_outstanding++;
+			end = swv_psn_add(w->last_psn, 1);
+			r->cur++;
+			r->cur_pkt = 0;
+		} else {
+			end = swv_psn_add(psn, 1);
+			if (++r->cur_pkt == w->npkts) {
+				r->cur++;
+				r->cur_pkt = 0;
+			}
+		}
+		if (swv_psn_cmp(end, r->sent_psn) > 0)
+			r->sent_psn = end;
+	}
+	if (sent && tmo)
+		r->ack_deadline = swv_now_ns() + tmo;
+	if (qp->state != IBV_QPS_ERR) {
+		check_sq_drained(qp);
+		swv_req_update_timer(qp);
+	}
+}
