@@ -133,6 +133,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.sz = sizeof(ctx->vctx);
 	ctx->vctx.query_port = swv_query_port;
 	ctx->vctx.query_device_ex = swv_query_device_ex;
+	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
 
 	/* Async events: the read end is what programs poll/read (blocking unless they set
 	 * O_NONBLOCK); the write end never blocks so producers cannot stall. */
