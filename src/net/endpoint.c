@@ -209,7 +209,12 @@ static int fault_send(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		h->until_next = false;
 		h->deadline = 0;
 		if ((d.what & SWV_FAULT_CORRUPT) && total) {
-			uint64_t bit = d.bit_rand % ((uint64_t)total * 8);
+			/* Skip BTH byte 4 (FECN/BECN/reserved): the CRC masks it on purpose,
+			 * and every injected corruption must be detectable. */
+			uint64_t nbits = (uint64_t)total * 8 - (total > 4 ? 8 : 0);
+			uint64_t bit = d.bit_rand % nbits;
+			if (total > 4 && bit >= 4 * 8)
+				bit += 8;
 			h->data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
 	}

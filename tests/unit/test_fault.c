@@ -7,6 +7,8 @@
 #include "check.h"
 #include "net/endpoint.h"
 #include "net/fault.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
 #include "util/clock.h"
 
 #define NPKT 64
@@ -299,6 +301,7 @@ static void check_one_bit(const struct swv_rx_pkt *pkt, void *arg)
 	for (size_t i = 0; i < len; i++)
 		bits += __builtin_popcount((unsigned)(want[i] ^ pkt->buf[i]));
 	CHECK_EQ(bits, 1);
+	CHECK_EQ(pkt->buf[4], want[4]); /* BTH byte 4 is outside the CRC: never flipped */
 	(*n)++;
 }
 
@@ -316,9 +319,79 @@ static void test_corrupt(void)
 	}
 	drain(&p.rx, check_one_bit, &n);
 	CHECK_EQ(n, 500);
+	/* Tiny datagrams (even 1 byte) get exactly one flipped bit too. */
+	for (size_t len = 1; len <= 8; len++) {
+		uint8_t zero[8] = {0};
+		struct iovec iov = {zero, len};
+		for (int k = 0; k < 20; k++) {
+			CHECK_OK(swv_ep_send(&p.tx, &p.dst, &iov, 1));
+			reset_pkts();
+			CHECK_EQ(swv_ep_recv_batch(&p.rx, pkts, NPKT), 1);
+			CHECK_EQ(pkts[0].len, len);
+			int bits = 0;
+			for (size_t i = 0; i < len; i++)
+				bits += __builtin_popcount(pkts[0].buf[i]);
+			CHECK_EQ(bits, 1);
+			if (len > 4)
+				CHECK_EQ(pkts[0].buf[4], 0);
+		}
+	}
 	struct swv_fault_stats st;
 	swv_fault_get_stats(p.f, &st);
-	CHECK_EQ(st.corrupted, 500);
+	CHECK_EQ(st.corrupted, 500 + 8 * 20);
+	pair_close(&p);
+}
+
+/* The contract with the transport: whatever bit the injector flips in a real
+ * packet, the receiver's parser (CRC) rejects it. */
+static void test_corrupt_caught_by_crc(void)
+{
+	struct pair p;
+	uint8_t hdr[SWV_MAX_HDR_LEN], tail[8], payload[300];
+	unsigned rejected = 0;
+
+	pair_open(&p, "seed=4242,corrupt=100");
+	for (uint32_t i = 0; i < 2000; i++) {
+		struct swv_pkt pk;
+		memset(&pk, 0, sizeof(pk));
+		pk.opcode = (i & 1) ? SWV_OP_SEND_ONLY : SWV_OP_WRITE_ONLY;
+		pk.pkey = SWV_PKEY_DEFAULT;
+		pk.dqpn = 0x12345;
+		pk.psn = i;
+		pk.reth_va = 0x1000;
+		pk.reth_rkey = 7;
+		pk.paylen = i % 257;
+		pk.reth_len = pk.paylen;
+		for (uint32_t k = 0; k < pk.paylen; k++)
+			payload[k] = (uint8_t)(i + k);
+		size_t hl = swv_pkt_build_hdr(hdr, &pk);
+		size_t tl = swv_pkt_build_tail(hdr, hl, payload, pk.paylen, tail);
+		struct iovec iov[3] = {{hdr, hl}, {payload, pk.paylen}, {tail, tl}};
+		CHECK_OK(swv_ep_send(&p.tx, &p.dst, iov, 3));
+		reset_pkts();
+		CHECK_EQ(swv_ep_recv_batch(&p.rx, pkts, NPKT), 1);
+		CHECK_EQ(pkts[0].len, hl + pk.paylen + tl);
+		struct swv_pkt out;
+		rejected += swv_pkt_parse(pkts[0].buf, pkts[0].len, &out) != 0;
+	}
+	CHECK_EQ(rejected, 2000);
+	pair_close(&p);
+
+	/* Control: the same packets without the injector parse fine. */
+	pair_open(&p, "seed=4242");
+	struct swv_pkt pk;
+	memset(&pk, 0, sizeof(pk));
+	pk.opcode = SWV_OP_SEND_ONLY;
+	pk.pkey = SWV_PKEY_DEFAULT;
+	pk.paylen = 100;
+	size_t hl = swv_pkt_build_hdr(hdr, &pk);
+	size_t tl = swv_pkt_build_tail(hdr, hl, payload, pk.paylen, tail);
+	struct iovec iov[3] = {{hdr, hl}, {payload, pk.paylen}, {tail, tl}};
+	CHECK_OK(swv_ep_send(&p.tx, &p.dst, iov, 3));
+	reset_pkts();
+	CHECK_EQ(swv_ep_recv_batch(&p.rx, pkts, NPKT), 1);
+	struct swv_pkt out;
+	CHECK_OK(swv_pkt_parse(pkts[0].buf, pkts[0].len, &out));
 	pair_close(&p);
 }
 
@@ -498,6 +571,7 @@ int main(void)
 	test_determinism();
 	test_drop_and_dup();
 	test_corrupt();
+	test_corrupt_caught_by_crc();
 	test_delay();
 	test_reorder();
 	test_moved_endpoint();
