@@ -1,7 +1,7 @@
 # Helpers for compat tests: run unmodified Debian RDMA clients under swverbs-run.
 # Sourced by tests/compat/test_*.sh. Exit code 77 = skipped (CTest SKIP_RETURN_CODE).
 set -u
-: "${SWVERBS_RUN:?SWVERBS_RUN must point at the build tree's swverbs-run}"
+: "${SWVERBS_RUN:?SWVERBS_RUN must name the swverbs-run of a build tree}"
 # Unmodified programs may leak on their own; sanitizer builds only check swverbs itself.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 TMP=$(mktemp -d)
