@@ -205,6 +205,7 @@ static void *progress_main(void *arg)
 
 		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
 		uint64_t now = swv_now_ns();
+		atomic_store_explicit(&pr->last_iter_ns, now, memory_order_relaxed);
 		next = taken > now ? taken : UINT64_MAX;
 
 		for (int i = 0; i < n; i++) {

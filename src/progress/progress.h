@@ -40,6 +40,7 @@ struct swv_progress {
 	_Atomic uint64_t sleep_until;
 	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
 	_Atomic uint64_t epoch;        /* loop iterations completed (statistics) */
+	_Atomic uint64_t last_iter_ns; /* when the last iteration looked at the clock (tests) */
 	_Atomic uint32_t seq;          /* odd during an iteration; futex word for sync */
 	_Atomic uint32_t sync_waiters; /* threads blocked in swv_progress_sync */
 	/* receive statistics (progress thread writes, anyone reads) */

@@ -3,6 +3,7 @@
  * and deregistration racing remote writes. */
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -295,6 +296,7 @@ static void test_rereg(struct ibv_pd *pd, struct ibv_pd *pd2)
 /* Dereg racing remote writes: once ibv_dereg_mr returns, no write may land. */
 static _Atomic uint32_t race_rkey;
 static _Atomic bool race_stop;
+static _Atomic unsigned long race_writes;
 static uint8_t *race_buf;
 static struct swv_pd *race_pd;
 enum { RACE_LEN = 4096 };
@@ -309,6 +311,8 @@ static void *writer(void *arg)
 					     (uintptr_t)race_buf, src, RACE_LEN);
 		CHECK(rc == 0 || rc == EACCES);
 		ok += rc == 0;
+		if (rc == 0)
+			atomic_fetch_add(&race_writes, 1);
 	}
 	return (void *)ok;
 }
@@ -333,9 +337,13 @@ static void test_dereg_race(struct ibv_pd *pd)
 			;
 		for (int i = 0; i < RACE_LEN; i++)
 			CHECK_EQ(race_buf[i], 0);
+		unsigned long w0 = atomic_load(&race_writes);
 		mr = ibv_reg_mr(pd, race_buf, RACE_LEN, ALL_REMOTE);
 		CHECK_PTR(mr);
 		atomic_store(&race_rkey, mr->rkey);
+		/* Make every round a real race: wait for a write through the new key. */
+		while (atomic_load(&race_writes) < w0 + 2)
+			sched_yield();
 	}
 	atomic_store(&race_stop, true);
 	unsigned long total = 0;
