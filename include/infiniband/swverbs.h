@@ -89,6 +89,28 @@ struct swv_comp_cntr_init_attr_ext {
 struct ibv_comp_cntr *swv_create_comp_cntr_ext(struct ibv_context *context,
 					       struct swv_comp_cntr_init_attr_ext *attr);
 
+/* How a swverbs device was configured (for swverbs-info and diagnostics). */
+enum swv_device_link {
+	SWV_DEVICE_LINK_IB = 0,   /* InfiniBand-style port: LIDs, GID fe80::<guid> */
+	SWV_DEVICE_LINK_ROCE = 1, /* RoCEv2-style port: Ethernet link layer, ::ffff:a.b.c.d */
+};
+
+struct swv_device_config {
+	char source[256];        /* "default", "SWVERBS_DEVICES" or the configuration file */
+	uint32_t ipv4;           /* the address the device binds, network byte order */
+	uint32_t prefix_len;     /* IP subnet = IB subnet */
+	uint32_t link;           /* enum swv_device_link */
+	uint32_t mtu_bytes;      /* active MTU */
+	uint32_t max_cntrs;      /* completion counters per context */
+	uint32_t reserved;       /* 0 */
+	uint64_t cntr_max_value; /* counters wrap at cntr_max_value + 1 */
+};
+
+/* Fill *cfg (zeroing cfg_size bytes first) for a device of ibv_get_device_list.
+ * Returns 0, or EINVAL (not a swverbs device, NULL, or cfg_size too small). */
+int swv_query_device_config(struct ibv_device *device, struct swv_device_config *cfg,
+			    size_t cfg_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,11 @@
 /* Device discovery entry points: ibv_get_device_list and the per-device getters. */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/swverbs.h>
 
 #include "core/device.h"
 #include "util/compiler.h"
@@ -58,4 +62,25 @@ SWV_EXPORT int ibv_get_device_index(struct ibv_device *device)
 	if (!device || !swv_device_valid(device))
 		return -1;
 	return (int)to_swv_device(device)->index;
+}
+
+SWV_EXPORT int swv_query_device_config(struct ibv_device *device, struct swv_device_config *cfg,
+				       size_t cfg_size)
+{
+	if (!cfg)
+		return EINVAL;
+	memset(cfg, 0, cfg_size);
+	if (!device || !swv_device_valid(device) || cfg_size < sizeof(*cfg))
+		return EINVAL;
+	const struct swv_config *all = swv_config_get();
+	const struct swv_dev_config *dc = to_swv_device(device)->cfg;
+	snprintf(cfg->source, sizeof(cfg->source), "%s",
+		 all && all->source ? all->source : "default");
+	cfg->ipv4 = dc->addr.s_addr;
+	cfg->prefix_len = dc->prefix_len;
+	cfg->link = dc->link == SWV_LINK_IB ? SWV_DEVICE_LINK_IB : SWV_DEVICE_LINK_ROCE;
+	cfg->mtu_bytes = dc->mtu_bytes;
+	cfg->max_cntrs = dc->max_cntrs;
+	cfg->cntr_max_value = dc->cntr_max_value;
+	return 0;
 }
