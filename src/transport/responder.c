@@ -445,6 +445,8 @@ static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	enum ibv_wc_status st;
 	uint8_t syn = 0;
 
+	swv_log(SWV_LOG_DEBUG, "responder: qp %#x opcode %#x psn %#x refused (%d)\n", qp->qpn,
+		pkt->opcode, pkt->psn, (int)err);
 	switch (err) {
 	case SWV_RESP_OK:
 		return;
@@ -522,6 +524,8 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	if (d > 0) {
 		/* one sequence NAK per gap; the requester goes back to epsn */
 		if (!s->nak_sent) {
+			swv_log(SWV_LOG_DEBUG, "responder: qp %#x psn %#x, expected %#x: NAK\n",
+				qp->qpn, pkt->psn, s->epsn);
 			s->nak_sent = true;
 			s->stats.seq_naks++;
 			resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);

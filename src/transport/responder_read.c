@@ -16,6 +16,7 @@
 #include "transport/responder.h"
 #include "transport/responder_int.h"
 #include "util/compiler.h"
+#include "util/log.h"
 
 /*
  * Send READ responses for [va, va+len) with PSNs psn, psn+1, ...
@@ -101,14 +102,20 @@ void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 	 * anything else is not a retry of that READ and is dropped */
 	if (!r || r->is_atomic || pkt->reth_rkey != r->rkey || va < r->va || len > r->len ||
 	    va - r->va > r->len - len) {
+		swv_log(SWV_LOG_DEBUG, "responder: qp %#x drops duplicate READ psn %#x (%s)\n",
+			qp->qpn, pkt->psn, r ? "not within the original" : "no resource");
 		s->stats.dropped++;
 		return;
 	}
 	n = swv_resp_read_npkts((uint32_t)len, swv_resp_mtu(qp));
 	if (swv_psn_cmp(swv_psn_add(pkt->psn, n - 1), r->last_psn) > 0) {
+		swv_log(SWV_LOG_DEBUG, "responder: qp %#x drops duplicate READ psn %#x (past last psn)\n",
+			qp->qpn, pkt->psn);
 		s->stats.dropped++;
 		return;
 	}
+	swv_log(SWV_LOG_DEBUG, "responder: qp %#x replays READ psn %#x..%#x\n", qp->qpn, pkt->psn,
+		swv_psn_add(pkt->psn, n - 1));
 	s->stats.read_replays++;
 	/* replays never count again */
 	if (read_respond(qp, r->rkey, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn,
