@@ -56,6 +56,23 @@ static void print_comp_cntr_caps(struct ibv_context *ctx)
 	printf("\t\t%-22s%u\n", "max_counters:", caps.max_counters);
 	printf("\t\t%-22s0x%llx\n", "max_value:", (unsigned long long)caps.max_value);
 	printf("\t\t%-22s0x%x\n", "qp_attach_ops:", caps.supported_qp_attach_ops);
+	/* The same bits by name (1 << 16 and 1 << 17 are the swverbs atomic bits). */
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} ops[] = {{IBV_QP_ATTACH_COMP_CNTR_OP_SEND, "SEND"},
+		   {IBV_QP_ATTACH_COMP_CNTR_OP_RECV, "RECV"},
+		   {IBV_QP_ATTACH_COMP_CNTR_OP_RDMA_READ, "RDMA_READ"},
+		   {IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_READ, "REMOTE_RDMA_READ"},
+		   {IBV_QP_ATTACH_COMP_CNTR_OP_RDMA_WRITE, "RDMA_WRITE"},
+		   {IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE, "REMOTE_RDMA_WRITE"},
+		   {SWV_QP_ATTACH_COMP_CNTR_OP_ATOMIC, "ATOMIC(swv)"},
+		   {SWV_QP_ATTACH_COMP_CNTR_OP_REMOTE_ATOMIC, "REMOTE_ATOMIC(swv)"}};
+	printf("\t\t%-22s", "");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (caps.supported_qp_attach_ops & ops[i].bit)
+			printf("%s ", ops[i].name);
+	printf("\n");
 	printf("\t\t%-22s%s%s%s%s\n", "features:",
 	       caps.flags & SWV_COMP_CNTR_CAP_TYPE_BYTES ? "bytes " : "",
 	       caps.flags & SWV_COMP_CNTR_CAP_WAIT ? "wait " : "",
