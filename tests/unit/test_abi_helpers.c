@@ -484,6 +484,96 @@ static void test_unsupported(struct objs *o)
 	CHECK_EQ(ibv_modify_srq(NULL, NULL, 0), EINVAL);
 }
 
+/* Every function pointer of an ibv_qp_ex is called unchecked by the ibv_wr_* inlines;
+ * one the QP does not support must still point at something that fails cleanly. */
+static void check_qp_ex(struct ibv_qp_ex *q)
+{
+	if (!q)
+		return;
+	void (*const fns[])(void) = {
+	    (void (*)(void))q->wr_atomic_cmp_swp,
+	    (void (*)(void))q->wr_atomic_fetch_add,
+	    (void (*)(void))q->wr_bind_mw,
+	    (void (*)(void))q->wr_local_inv,
+	    (void (*)(void))q->wr_rdma_read,
+	    (void (*)(void))q->wr_rdma_write,
+	    (void (*)(void))q->wr_rdma_write_imm,
+	    (void (*)(void))q->wr_send,
+	    (void (*)(void))q->wr_send_imm,
+	    (void (*)(void))q->wr_send_inv,
+	    (void (*)(void))q->wr_send_tso,
+	    (void (*)(void))q->wr_set_ud_addr,
+	    (void (*)(void))q->wr_set_xrc_srqn,
+	    (void (*)(void))q->wr_set_inline_data,
+	    (void (*)(void))q->wr_set_inline_data_list,
+	    (void (*)(void))q->wr_set_sge,
+	    (void (*)(void))q->wr_set_sge_list,
+	    (void (*)(void))q->wr_start,
+	    (void (*)(void))q->wr_complete,
+	    (void (*)(void))q->wr_abort,
+	    (void (*)(void))q->wr_atomic_write,
+	    (void (*)(void))q->wr_flush,
+	};
+	for (size_t i = 0; i < SWV_ARRAY_SIZE(fns); i++)
+		if (!fns[i]) {
+			fprintf(stderr, "ibv_qp_ex function pointer #%zu is NULL\n", i);
+			CHECK(fns[i]);
+		}
+}
+
+/*
+ * verbs.h inlines call some pointers with no NULL check (verbs-clients.md 1.4): the
+ * context ops for posting and polling always, and others only on objects that a
+ * paired op creates. A context may leave a creating op NULL (EOPNOTSUPP), but then
+ * nothing it would create can exist; if it sets the creating op, the unchecked ones
+ * must be set too.
+ */
+static void test_unchecked_ops(struct objs *o)
+{
+	struct ibv_context *c = o->ctx;
+	struct verbs_context *v = verbs_get_ctx(c);
+	CHECK_PTR(v); /* abi_compat marks the extended context */
+	CHECK(v->sz >= sizeof(*v) - offsetof(struct verbs_context, query_port));
+	CHECK(c->ops.post_send && c->ops.post_recv && c->ops.poll_cq && c->ops.req_notify_cq);
+	CHECK(c->ops.post_srq_recv); /* ibv_post_srq_recv: unchecked, even before SRQs exist */
+	if (c->ops.alloc_mw)
+		CHECK(c->ops.bind_mw && c->ops.dealloc_mw);
+	if (v->open_xrcd)
+		CHECK(v->close_xrcd); /* ibv_close_xrcd checks neither sz nor NULL */
+	if (v->alloc_dm)
+		CHECK(v->free_dm); /* and every ibv_dm must carry memcpy_to/from_dm */
+	if (v->create_wq)
+		CHECK(v->destroy_wq); /* and every ibv_wq must carry post_recv */
+	if (v->alloc_dmah)
+		CHECK(v->dealloc_dmah);
+	if (v->create_flow_action_esp)
+		CHECK(v->destroy_flow_action);
+	if (v->create_counters)
+		CHECK(v->destroy_counters);
+	check_qp_ex(ibv_qp_to_qp_ex(o->qp));
+
+	/* A QP created with send ops hands out an ibv_qp_ex whose every wr_* the inlines
+	 * may call (pyverbs' test_qpex crashed on a NULL wr_atomic_write elsewhere). */
+	struct ibv_qp_init_attr_ex xa = {
+	    .send_cq = o->cq,
+	    .recv_cq = o->cq,
+	    .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+	    .qp_type = IBV_QPT_RC,
+	    .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+	    .pd = o->pd,
+	    .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(c, &xa);
+	if (!qp) {
+		CHECK_EQ(errno, EOPNOTSUPP);
+		return;
+	}
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	CHECK_PTR(qpx);
+	check_qp_ex(qpx);
+	CHECK_OK(ibv_destroy_qp(qp));
+}
+
 static void test_port_speed(struct objs *o)
 {
 	uint64_t speed = 0;
@@ -630,6 +720,7 @@ int main(void)
 	struct objs o;
 	open_objs(list[0], &o);
 	test_unsupported(&o);
+	test_unchecked_ops(&o);
 	test_port_speed(&o);
 	test_buf(&o);
 	test_reg_mr_ex(&o);
