@@ -47,6 +47,8 @@ struct swv_send_wqe {
 	uint32_t first_psn, last_psn, npkts;
 	uint32_t state;    /* enum swv_wqe_state (requester.h) */
 	uint32_t status;   /* enum ibv_wc_status once state == SWV_WQE_ERROR */
+	bool read_requested;   /* READ: a request went out (later ones are retries) */
+	uint32_t read_req_end; /* READ: byte offset the latest request asked up to */
 	uint64_t atomic_orig;
 	union {
 		struct ibv_sge sge[0];

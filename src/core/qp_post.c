@@ -93,6 +93,8 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	w->state = SWV_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
 	w->atomic_orig = 0;
+	w->read_requested = false;
+	w->read_req_end = 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		/* The application may reuse its buffers as soon as post returns. */
 		uint32_t off = 0;

@@ -80,10 +80,12 @@ static void rewind_cursor(struct swv_qp *qp)
 /* A retry caused by a timeout, a sequence NAK or a lost response: counts against
  * retry_cnt (7 = infinite, like rxe). False when retries are exhausted (the head
  * WQE completed with RETRY_EXC_ERR and the QP is in ERR). */
-static bool retry(struct swv_qp *qp)
+static bool retry(struct swv_qp *qp, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	r->n_retries++;
+	swv_log(SWV_LOG_DEBUG, "qp %#x: retry (%s) from psn %#x, head %u cur %u tail %u, left %u",
+		qp->qpn, why, r->una_psn, qp->sq.head, r->cur, qp->sq.tail, r->retry_left);
 	if (qp->attr.retry_cnt != 7) {
 		if (r->retry_left == 0) {
 			comp_head(qp, IBV_WC_RETRY_EXC_ERR);
@@ -120,6 +122,16 @@ static void set_una_from_head(struct swv_qp *qp)
 		una = w->first_psn;
 	if (swv_psn_cmp(una, r->una_psn) > 0)
 		r->una_psn = una;
+}
+
+/* Responses for the head READ keep arriving (possibly a long burst or replay the
+ * responder is still sending): the peer is alive, so the ACK timeout restarts; the
+ * retry counters are reloaded only by real progress. */
+static void read_alive(struct swv_qp *qp)
+{
+	uint64_t tmo = ack_timeout_ns(qp);
+	if (tmo)
+		qp->req.ack_deadline = swv_now_ns() + tmo;
 }
 
 enum retire_result { RETIRE_OK, RETIRE_LOST, RETIRE_ERR };
@@ -164,7 +176,7 @@ static bool lost_response(struct swv_qp *qp, uint32_t psn)
 		return true;
 	r->lost_trigger_valid = true;
 	r->lost_trigger_psn = psn;
-	return retry(qp);
+	return retry(qp, "lost response");
 }
 
 static int nak_status(uint8_t code)
@@ -256,7 +268,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				if (w && !is_rd_atomic(w->opcode))
 					r->una_psn = psn;
 			}
-			retry(qp);
+			retry(qp, "sequence NAK");
 			return;
 		}
 		/* Invalid request / remote access / remote operational error: the WQE
@@ -286,6 +298,8 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		r->n_dup_resp++;
 		return;
 	}
+	if (w->opcode == IBV_WR_RDMA_READ)
+		read_alive(qp);
 	if (w->opcode != IBV_WR_RDMA_READ) {
 		/* A READ response inside the PSNs of a non-READ WQE. */
 		comp_head(qp, IBV_WC_FATAL_ERR);
@@ -299,18 +313,27 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	}
 	if (d > 0) {
 		/* A response packet was lost: ask again for the rest right away instead
-		 * of waiting for the ACK timeout (once per missing PSN). */
-		if (!r->gap_retry_valid || r->gap_retry_psn != expect) {
+		 * of waiting for the ACK timeout -- once per missing PSN, and again when
+		 * the last response of the latest request shows that request answered
+		 * without the missing packet. */
+		uint32_t req_last = swv_psn_add(w->first_psn,
+						(w->read_req_end ? w->read_req_end - 1 : 0) / qp->mtu);
+		bool req_done = psn == req_last && (pkt->opcode == SWV_OP_READ_RESP_LAST ||
+						    pkt->opcode == SWV_OP_READ_RESP_ONLY);
+		if (!r->gap_retry_valid || r->gap_retry_psn != expect || req_done) {
 			r->gap_retry_valid = true;
 			r->gap_retry_psn = expect;
-			retry(qp);
+			retry(qp, "read response gap");
 		}
 		return;
 	}
 	bool last = pkt->opcode == SWV_OP_READ_RESP_LAST || pkt->opcode == SWV_OP_READ_RESP_ONLY;
 	uint64_t end = (uint64_t)r->read_off + pkt->paylen;
-	if ((!last && pkt->paylen != qp->mtu) || end > w->length || (last && end != w->length) ||
-	    (!last && end >= w->length)) {
+	/* LAST/ONLY may end a retry chunk before the end of the message. */
+	if ((!last && pkt->paylen != qp->mtu) || end > w->length || (!last && end >= w->length) ||
+	    (last && end < w->length && pkt->paylen != qp->mtu)) {
+		swv_log(SWV_LOG_DEBUG, "qp %#x: read response op %#x psn %#x len %u at %u of %u refused",
+			qp->qpn, pkt->opcode, psn, pkt->paylen, r->read_off, w->length);
 		r->n_dup_resp++; /* malformed for this READ: ignore, a retry recovers */
 		return;
 	}
@@ -326,8 +349,10 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	r->una_psn = swv_psn_add(psn, 1);
 	r->gap_retry_valid = false;
 	*progress = true;
-	if (last)
+	if (end == w->length)
 		comp_head(qp, IBV_WC_SUCCESS);
+	else if (end == w->read_req_end)
+		rewind_cursor(qp); /* this retry chunk is in: ask for the next one */
 }
 
 static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
@@ -374,6 +399,14 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
 	 * or stale packet. */
 	if (swv_psn_cmp(pkt->psn, r->una_psn) < 0 || swv_psn_cmp(pkt->psn, r->sent_psn) >= 0) {
+		struct swv_send_wqe *h = head_wqe(qp);
+		if (h && h->opcode == IBV_WR_RDMA_READ && (pkt->flags & SWV_OPF_READ) &&
+		    swv_psn_cmp(pkt->psn, h->first_psn) >= 0) {
+			read_alive(qp);
+			swv_req_update_timer(qp);
+		}
+		swv_log(SWV_LOG_DEBUG, "qp %#x: response op %#x psn %#x outside [%#x, %#x)", qp->qpn,
+			pkt->opcode, pkt->psn, r->una_psn, r->sent_psn);
 		r->n_dup_resp++;
 		return;
 	}
@@ -417,7 +450,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 		r->ack_deadline = 0;
 		if (head_wqe(qp)) {
 			r->n_timeouts++;
-			if (!retry(qp))
+			if (!retry(qp, "ack timeout"))
 				return;
 		}
 	}

@@ -184,14 +184,24 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 
 	switch (w->opcode) {
 	case IBV_WR_RDMA_READ: {
-		/* A retry re-issues the READ for the bytes not yet placed, with the VA
-		 * advanced by whole PMTUs (roce-wire.md 4.4). */
-		bool resume = qp->sq.head == r->cur;
-		uint32_t off = resume ? r->read_off : 0;
+		/* A retry re-issues the READ for bytes not yet placed, with the VA advanced
+		 * by whole PMTUs (roce-wire.md 4.4). The first request asks for the whole
+		 * message (the responder counts it once); a retry asks for at most a
+		 * window's worth, because every retry makes the responder replay all it
+		 * asks for, and replaying the rest of a large READ at each loss would be
+		 * quadratic. The next chunk is asked for when one completes. */
+		uint32_t off = 0, len = w->length;
+		if (w->read_requested && qp->sq.head == r->cur) {
+			off = r->read_off;
+			len = (uint32_t)SWV_MIN((uint64_t)w->length - off,
+						(uint64_t)r->window * qp->mtu);
+		}
+		w->read_requested = true;
+		w->read_req_end = off + len;
 		p.opcode = SWV_OP_READ_REQUEST;
 		p.reth_va = w->remote_addr + off;
 		p.reth_rkey = w->rkey;
-		p.reth_len = w->length - off;
+		p.reth_len = len;
 		p.ackreq = true;
 		break;
 	}

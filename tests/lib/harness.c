@@ -379,12 +379,13 @@ int swvt_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms)
 	return got;
 }
 
-void swvt_poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms)
+void swvt_poll_n_at(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms,
+		    const char *file, int line)
 {
 	int got = swvt_poll(cq, wc, n, timeout_ms);
 	if (got != n) {
-		fprintf(stderr, "harness: expected %d completions within %d ms, got %d\n", n,
-			timeout_ms, got);
+		fprintf(stderr, "%s:%d: [pid %d] expected %d completions within %d ms, got %d\n",
+			file, line, (int)getpid(), n, timeout_ms, got);
 		for (int i = 0; i < got; i++)
 			fprintf(stderr, "  wc[%d] wr_id %llu status %s opcode %d\n", i,
 				(unsigned long long)wc[i].wr_id, swvt_wc_status_str(wc[i].status),

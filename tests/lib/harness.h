@@ -123,8 +123,10 @@ void swvt_barrier(struct swvt *t);
 /* Poll until n completions arrived or timeout_ms passed; returns how many arrived
  * (never more than n). Fails the test if ibv_poll_cq returns an error. */
 int swvt_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms);
-/* Poll exactly n completions or fail the test. */
-void swvt_poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms);
+/* Poll exactly n completions or fail the test (reporting the caller's line). */
+void swvt_poll_n_at(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms,
+		    const char *file, int line);
+#define swvt_poll_n(cq, wc, n, timeout_ms) swvt_poll_n_at(cq, wc, n, timeout_ms, __FILE__, __LINE__)
 /* Expect no completion within ms. */
 void swvt_expect_empty(struct ibv_cq *cq, int ms);
 /* Wait for a completion-channel event (fails after timeout_ms), acknowledge it and
