@@ -115,6 +115,59 @@ static void test_async(struct ibv_context *ib)
 	CHECK(strcmp(ibv_wc_status_str((enum ibv_wc_status)999), "unknown") == 0);
 }
 
+static void test_from_wc(struct ibv_context *ib, struct ibv_context *roce)
+{
+	struct ibv_ah_attr av;
+	struct ibv_wc wc = {.slid = 0x0203, .sl = 0};
+	uint8_t raw[40];
+	struct ibv_grh *grh = (struct ibv_grh *)raw;
+
+	/* IB, no GRH: back to the sender's LID. */
+	CHECK_OK(ibv_init_ah_from_wc(ib, 1, &wc, NULL, &av));
+	CHECK_EQ(av.dlid, 0x0203);
+	CHECK_EQ(av.is_global, 0);
+	CHECK_EQ(ibv_init_ah_from_wc(ib, 2, &wc, NULL, &av), -1);
+
+	/* IB GRH: sgid = sender, dgid = us. */
+	union ibv_gid me, peer;
+	CHECK_OK(ibv_query_gid(ib, 1, 0, &me));
+	peer = me;
+	peer.raw[15] ^= 0x05;
+	memset(raw, 0, sizeof(raw));
+	grh->version_tclass_flow = htonl(6u << 28 | 0x12u << 20 | 0x345);
+	grh->sgid = peer;
+	grh->dgid = me;
+	wc.wc_flags = IBV_WC_GRH;
+	CHECK_OK(ibv_init_ah_from_wc(ib, 1, &wc, grh, &av));
+	CHECK_EQ(av.is_global, 1);
+	CHECK(memcmp(av.grh.dgid.raw, peer.raw, 16) == 0);
+	CHECK_EQ(av.grh.flow_label, 0x345);
+	CHECK_EQ(av.grh.traffic_class, 0x12);
+	CHECK_EQ(av.grh.sgid_index, 0);
+	/* A GRH addressed to someone else's GID is refused. */
+	grh->dgid = peer;
+	CHECK_EQ(ibv_init_ah_from_wc(ib, 1, &wc, grh, &av), -1);
+
+	/* RoCE: IPv4 header in bytes 20..39; no GRH is an error (no LIDs). */
+	struct ibv_wc rwc = {.wc_flags = IBV_WC_GRH};
+	memset(raw, 0, sizeof(raw));
+	raw[20] = 0x45;
+	raw[20 + 12] = 10, raw[20 + 15] = 9;                        /* from 10.0.0.9 */
+	memcpy(raw + 20 + 16, &to_swv_ctx(roce)->cfg->addr, 4);     /* to us */
+	CHECK_OK(ibv_init_ah_from_wc(roce, 1, &rwc, grh, &av));
+	CHECK_EQ(av.is_global, 1);
+	CHECK(av.grh.dgid.raw[10] == 0xff && av.grh.dgid.raw[12] == 10 && av.grh.dgid.raw[15] == 9);
+	struct ibv_pd *pd = ibv_alloc_pd(roce);
+	CHECK_PTR(pd);
+	struct ibv_ah *ah = ibv_create_ah_from_wc(pd, &rwc, grh, 1);
+	CHECK_PTR(ah);
+	CHECK_EQ(ntohl(to_swv_ah(ah)->dst.sin_addr.s_addr), 0x0a000009);
+	CHECK_OK(ibv_destroy_ah(ah));
+	CHECK_OK(ibv_dealloc_pd(pd));
+	rwc.wc_flags = 0;
+	CHECK_EQ(ibv_init_ah_from_wc(roce, 1, &rwc, grh, &av), -1);
+}
+
 int main(void)
 {
 	unsetenv("SWVERBS_CONFIG");
@@ -126,6 +179,7 @@ int main(void)
 	CHECK_PTR(roce);
 	test_ib(ib);
 	test_roce(roce);
+	test_from_wc(ib, roce);
 	test_async(ib);
 	CHECK_OK(ibv_close_device(ib));
 	CHECK_OK(ibv_close_device(roce));
