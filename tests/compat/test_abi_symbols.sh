@@ -73,7 +73,7 @@ problems=0
 missing=""
 while read -r name node; do
 	if ! grep -qx "$name $node" <<<"$have"; then
-		other=$(awk -v n="$name" '$1 == n { print $2 }' <<<"$have" | tr '\n' ' ')
+		other=$(awk -v n="$name" '$1 == n { print $2 }' <<<"$have" | paste -sd, -)
 		if [ -n "$other" ]; then
 			echo "WRONG VERSION: $name is defined as @@$other, the map says $node"
 		else
@@ -84,7 +84,7 @@ while read -r name node; do
 done <<<"$want"
 
 if [ -n "$missing" ]; then
-	echo "MISSING: names in libswverbs.map that libswverbs.so does not define"
+	echo "MISSING: names in libswverbs.map that $(basename "$lib") does not define"
 	echo "(under LD_PRELOAD each one falls through to the system libibverbs and crashes):"
 	sort -V <<<"${missing%$'\n'}" | awk '{ printf "  %-22s %s\n", $1, $2 }'
 fi
