@@ -136,6 +136,25 @@ struct swv_resp_res *swv_resp_res_alloc(struct swv_resp_state *s, uint32_t ring)
 	return r;
 }
 
+void swv_resp_res_publish(struct swv_resp_state *s, struct swv_resp_res *r)
+{
+	/* An older entry whose PSNs overlap the new one is from a previous trip around
+	 * the 24-bit PSN space (or a ring of another size): it must never answer a
+	 * duplicate of the new request. */
+	for (unsigned i = 0; i < SWV_MAX_RD_ATOMIC; i++) {
+		struct swv_resp_res *o = &s->res[i];
+
+		if (o == r || !o->valid)
+			continue;
+		if ((swv_psn_cmp(o->first_psn, r->first_psn) >= 0 &&
+		     swv_psn_cmp(o->first_psn, r->last_psn) <= 0) ||
+		    (swv_psn_cmp(r->first_psn, o->first_psn) >= 0 &&
+		     swv_psn_cmp(r->first_psn, o->last_psn) <= 0))
+			o->valid = false;
+	}
+	r->valid = true;
+}
+
 uint32_t swv_resp_mtu(const struct swv_qp *qp)
 {
 	if (qp->mtu >= 256 && qp->mtu <= 4096)

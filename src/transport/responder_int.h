@@ -77,8 +77,10 @@ uint32_t swv_resp_read_npkts(uint32_t len, uint32_t mtu);
 uint32_t swv_resp_ring_size(uint32_t max_dest_rd_atomic);
 /* Find the saved resource whose [first_psn, last_psn] holds psn, or NULL. */
 struct swv_resp_res *swv_resp_res_find(struct swv_resp_state *s, uint32_t psn);
-/* Take the next ring slot (overwrites the oldest). */
+/* Take the next ring slot (overwrites the oldest); fill it, then publish it. */
 struct swv_resp_res *swv_resp_res_alloc(struct swv_resp_state *s, uint32_t ring);
+/* Mark r valid and retire any older entry whose PSN range overlaps it. */
+void swv_resp_res_publish(struct swv_resp_state *s, struct swv_resp_res *r);
 
 /* Path MTU in bytes the responder checks against. */
 uint32_t swv_resp_mtu(const struct swv_qp *qp);

@@ -76,13 +76,13 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 	n = swv_resp_read_npkts(pkt->reth_len, swv_resp_mtu(qp));
 	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
-	r->valid = true;
 	r->is_atomic = false;
 	r->first_psn = pkt->psn;
 	r->last_psn = swv_psn_add(pkt->psn, n - 1);
 	r->va = pkt->reth_va;
 	r->rkey = pkt->reth_rkey;
 	r->len = pkt->reth_len;
+	swv_resp_res_publish(s, r);
 
 	/* C9-148: a READ counts in the MSN when it arrives, so its responses carry it */
 	s->msn++;
@@ -147,7 +147,6 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 		return SWV_RESP_ERR_ACCESS;
 
 	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
-	r->valid = true;
 	r->is_atomic = true;
 	r->first_psn = r->last_psn = pkt->psn;
 	r->va = pkt->atm_va;
@@ -157,6 +156,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 	r->atomic_opcode = pkt->opcode;
 	r->atomic_swap_add = pkt->atm_swap_add;
 	r->atomic_cmp = pkt->atm_cmp;
+	swv_resp_res_publish(s, r);
 
 	s->msn++;
 	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_ATOMIC, true, 8);

@@ -355,6 +355,19 @@ static void test_pure(void)
 	CHECK(swv_resp_res_find(&s, 0x000001) == r);
 	CHECK(swv_resp_res_find(&s, 0x000002) == NULL);
 	CHECK(swv_resp_res_find(&s, 0xfffffd) == NULL);
+	/* a newer request over PSNs a stale entry still claims retires the stale one */
+	struct swv_resp_res *r2 = swv_resp_res_alloc(&s, 4);
+	CHECK(r2 != r);
+	r2->first_psn = 0x000000;
+	r2->last_psn = 0x000003;
+	swv_resp_res_publish(&s, r2);
+	CHECK(r2->valid && !r->valid);
+	CHECK(swv_resp_res_find(&s, 0x000001) == r2);
+	CHECK(swv_resp_res_find(&s, 0xffffff) == NULL);
+	struct swv_resp_res *r3 = swv_resp_res_alloc(&s, 4);
+	r3->first_psn = r3->last_psn = 0x000004;
+	swv_resp_res_publish(&s, r3);
+	CHECK(r2->valid && r3->valid);
 }
 
 static void test_send(void)
