@@ -200,6 +200,8 @@ static void side(struct swvt *t, void *arg)
 	if (!req)
 		for (int i = 0; i < N; i++)
 			swvt_fill(t->buf + READ_OFF + (uint64_t)i * SLOT, size_of(i), 4000 + (uint32_t)i);
+	if (!req)
+		cntr_publish_local_writes(t);
 	swvt_barrier(t);
 	if (req) {
 		post_ops(t, IBV_WR_RDMA_READ, 0);

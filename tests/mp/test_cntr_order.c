@@ -198,6 +198,7 @@ static void side(struct swvt *t, void *arg)
 	} else {
 		for (int j = 0; j < 256; j++)
 			swvt_fill(t->buf + C_SRC + (uint64_t)j * SLOT, SLOT, 50000 + (uint32_t)j);
+		cntr_publish_local_writes(t);
 		swvt_barrier(t);
 		CHECK_OK(swv_comp_cntr_wait(s.c[K_RRD], NC, TMO));
 	}

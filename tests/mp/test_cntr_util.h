@@ -86,6 +86,17 @@ static inline void cntr_check_side(struct cntr_side *s, const char *where, int t
 		exit(1);
 }
 
+/* After the application wrote memory that the peer will read by RDMA: the real
+ * ordering comes through the peer's request (another process), which ThreadSanitizer
+ * cannot see; taking and releasing the QP lock (ibv_query_qp) orders the writes
+ * before the progress thread's next use of the QP in a way it can see. */
+static inline void cntr_publish_local_writes(struct swvt *t)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	CHECK_OK(ibv_query_qp(t->qp, &a, IBV_QP_STATE, &ia));
+}
+
 /* Run 'body' twice: plainly, then with packet loss and duplication injected. */
 static inline int cntr_run_plain_and_faulty(struct swvt_opts *o, swvt_fn parent, swvt_fn child,
 					    void *arg)
