@@ -191,7 +191,11 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		 * asks for, and replaying the rest of a large READ at each loss would be
 		 * quadratic. The next chunk is asked for when one completes. */
 		uint32_t off = 0, len = w->length;
-		if (w->read_requested && qp->sq.head == r->cur) {
+		if (w->read_requested && qp->sq.head == r->cur && r->read_off) {
+			/* Only once a response arrived is the original known to have been
+			 * executed (and its range saved for replays); before that a retry
+			 * may be the first request the responder sees and must ask for
+			 * the whole message. */
 			off = r->read_off;
 			len = (uint32_t)SWV_MIN((uint64_t)w->length - off,
 						(uint64_t)r->window * qp->mtu);
