@@ -15,6 +15,10 @@
  *    QP's timer_deadline, so a QP only has to store its deadline and then call
  *    swv_progress_kick(ctx, deadline) -- always, it is cheap: one CAS at most and a
  *    syscall only when the thread would otherwise sleep past the deadline.
+ *    swv_qp_timer must clear or advance timer_deadline: a deadline left in the past
+ *    makes the thread spin on that QP. Kicks are wake-up hints, not a timer queue: a
+ *    deadline only survives if it is also stored where the thread looks every
+ *    iteration (a QP's timer_deadline, the fault injector's hold queue).
  *  - swv_progress_sync: after unpublishing an object (seq_cst store), waits until
  *    no iteration that could have seen it is still running (futex on 'seq').
  */
@@ -31,7 +35,8 @@ struct swv_endpoint;
 
 struct swv_progress {
 	pthread_t thread;
-	bool started;                  /* thread exists (set/cleared by start/stop only) */
+	bool started;                  /* thread exists; written only by start/stop, which run
+					* when no other thread uses the context (open/close) */
 	int epfd;                      /* sockets + evfd */
 	int evfd;                      /* doorbell */
 	_Atomic bool stop;
