@@ -17,5 +17,5 @@ done
 # A RoCE-style device presents an Ethernet link layer and an IPv4-mapped RoCEv2 GID.
 out=$(SWVERBS_DEVICES="swr0=127.0.0.1/8,roce" "$SWVERBS_RUN" ibv_devinfo -v) || fail "roce devinfo"
 echo "$out" | grep -Eq 'link_layer:\s+Ethernet' || fail "roce device is not Ethernet"
-echo "$out" | grep -Eq '0000:0000:0000:0000:0000:ffff:7f00:0001, RoCE v2' || fail "no RoCEv2 GID"
+echo "$out" | grep -Eq 'GID\[\s*0\]:\s+::ffff:127.0.0.1, RoCE v2' || fail "no RoCEv2 GID"
 echo "ok"
