@@ -90,6 +90,11 @@ static void responder(struct swvt *t, void *arg)
 	swvt_connect(t);
 	CHECK_EQ(swvt_recv_u64(t), 1);
 
+	/* the counters first: observing the counts makes the placed data visible
+	 * (release increment after placement, acquire read), which is what lets this
+	 * thread read memory the progress thread wrote */
+	CHECK_EQ(cntr(cv), NB);
+	CHECK_EQ(cntr(cw), NB + 1);
 	struct ibv_wc wc[NB];
 	swvt_poll_n(t->rcq, wc, NB, 5000);
 	for (int i = 0; i < NB; i++) {
@@ -101,8 +106,6 @@ static void responder(struct swvt *t, void *arg)
 	}
 	swvt_expect_empty(t->rcq, 50);
 	CHECK_EQ(swvt_verify(t->buf + BIG_OFF, BIG_LEN, 4242), (size_t)-1);
-	CHECK_EQ(cntr(cv), NB);
-	CHECK_EQ(cntr(cw), NB + 1);
 	swvt_send_u64(t, 1);
 	CHECK_OK(ibv_dereg_mr(mr));
 	free(rbuf);
