@@ -191,5 +191,12 @@ int main(void)
 		return rc;
 	o.addr_mode = SWVT_ADDR_LID;
 	o.path_mtu = IBV_MTU_4096;
+	rc = swvt_run(&o, requester, responder, NULL);
+	if (rc)
+		return rc;
+	/* And under injected loss, duplication and reordering. */
+	setenv("SWVERBS_FAULT", "seed=3,drop=5,dup=2,reorder=2", 0);
+	o.path_mtu = IBV_MTU_1024;
+	o.timeout = 10;
 	return swvt_run(&o, requester, responder, NULL);
 }

@@ -129,5 +129,19 @@ int main(void)
 			return rc;
 		printf("mtu %u: %llu ms\n", 128u << m, (unsigned long long)(swvt_now_ms() - t0));
 	}
+	/* The same transfers under injected loss, duplication and reordering (both
+	 * processes inherit the variable; unless the caller chose a spec). */
+	setenv("SWVERBS_FAULT", "seed=7,drop=5,dup=2,reorder=2", 0);
+	const enum ibv_mtu fault_mtus[] = {IBV_MTU_512, IBV_MTU_4096};
+	for (unsigned k = 0; k < 2; k++) {
+		o.path_mtu = fault_mtus[k];
+		make_sizes(128u << o.path_mtu);
+		uint64_t t0 = swvt_now_ms();
+		int rc = swvt_run(&o, requester, responder, NULL);
+		if (rc)
+			return rc;
+		printf("mtu %u with %s: %llu ms\n", 128u << o.path_mtu, getenv("SWVERBS_FAULT"),
+		       (unsigned long long)(swvt_now_ms() - t0));
+	}
 	return 0;
 }
