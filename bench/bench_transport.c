@@ -1,0 +1,716 @@
+/*
+ * bench_transport: the swverbs data path against raw UDP on the same machine, in one run.
+ *
+ * Two processes (fork) talk over loopback; a socketpair carries the control messages
+ * and the QP exchange. Measured in this order:
+ *   baseline  raw UDP: one process sends 4 KiB datagrams as fast as it can (sendmmsg),
+ *             the other receives them (recvmmsg): bandwidth and datagram rate at the
+ *             receiver; then a ping-pong of 8-byte datagrams (blocking recv): latency.
+ *   swverbs   one RC connection on the default device (or -d NAME), MTU 4096:
+ *             RDMA WRITE bandwidth at 64 KiB and 1 MiB, SEND bandwidth at 64 KiB,
+ *             RDMA READ bandwidth at 64 KiB, the rate of 8-byte WRITEs (unsignaled, one
+ *             in SIG_EVERY signaled) and the latency of an 8-byte SEND/RECV ping-pong.
+ * Bandwidths are compared with the UDP bandwidth, the 8-byte WRITE rate with the UDP
+ * datagram rate, latencies with the UDP ping-pong. The posting side busy-polls its CQ,
+ * as perftest does. Each test runs for a fixed time (-t seconds, default 1.2).
+ *
+ *   usage: bench_transport [-d device] [-t seconds] [-o test,...]
+ *   tests: udp,udplat,w64k,w1m,s64k,r64k,wrate,lat (default: all)
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#define UDP_PAYLOAD  4096
+#define UDP_BATCH    32
+#define LAT_SIZE     8
+#define BUF_SIZE     (16u << 20)
+#define RQ_DEPTH     512
+#define SQ_DEPTH     1024
+#define SIG_EVERY    64
+#define RD_ATOMIC    16
+#define TMO_NS       (60ull * 1000000000ull)
+
+enum test { T_UDP, T_UDPLAT, T_W64K, T_W1M, T_S64K, T_R64K, T_WRATE, T_LAT, NTESTS };
+static const char *const test_name[NTESTS] = {"udp", "udplat", "w64k", "w1m",
+					      "s64k", "r64k", "wrate", "lat"};
+
+static double seconds = 1.2;
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "bench_transport [%d]: %s: %s\n", (int)getpid(), what, strerror(err));
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t proc_cpu_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+static void xfer(int sock, void *p, size_t n, bool out)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = out ? write(sock, (char *)p + done, n - done)
+				: read(sock, (char *)p + done, n - done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die(out ? "control write" : "control read", r < 0 ? errno : EPIPE);
+		done += (size_t)r;
+	}
+}
+
+static void send_u64(int sock, uint64_t v)
+{
+	xfer(sock, &v, sizeof(v), true);
+}
+
+static uint64_t recv_u64(int sock)
+{
+	uint64_t v;
+	xfer(sock, &v, sizeof(v), false);
+	return v;
+}
+
+/* ------------------------------------------------------------------ raw UDP */
+
+static int udp_socket(uint16_t *port)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket", errno);
+	int sz = 4 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl))
+		die("bind", errno);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static struct sockaddr_in lo_addr(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	return sa;
+}
+
+struct udp_result {
+	double mibs, dgrams_per_s, lat_us;
+};
+
+/* Receiver: counts datagrams from the first one until the sender says it stopped. */
+static void udp_bw_target(int ctl)
+{
+	uint16_t port;
+	int fd = udp_socket(&port);
+	static uint8_t bufs[UDP_BATCH][UDP_PAYLOAD];
+	struct mmsghdr m[UDP_BATCH];
+	struct iovec iov[UDP_BATCH];
+	uint64_t n = 0, bytes = 0, t_first = 0, t_last = 0;
+
+	send_u64(ctl, port);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = ctl, .events = POLLIN}};
+		if (poll(p, 2, 1000) < 0 && errno != EINTR)
+			die("poll", errno);
+		if (p[0].revents & POLLIN) {
+			for (int i = 0; i < UDP_BATCH; i++) {
+				iov[i] = (struct iovec){bufs[i], UDP_PAYLOAD};
+				m[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[i], .msg_iovlen = 1}};
+			}
+			int r = recvmmsg(fd, m, UDP_BATCH, MSG_DONTWAIT, NULL);
+			if (r > 0) {
+				t_last = now_ns();
+				if (!t_first)
+					t_first = t_last;
+				n += (uint64_t)r;
+				for (int i = 0; i < r; i++)
+					bytes += m[i].msg_len;
+			}
+			continue;
+		}
+		if (p[1].revents & POLLIN)
+			break; /* the sender is done and nothing is left to read */
+	}
+	(void)recv_u64(ctl);
+	send_u64(ctl, n);
+	send_u64(ctl, bytes);
+	send_u64(ctl, t_last - t_first);
+	close(fd);
+}
+
+static struct udp_result udp_bw_initiator(int ctl)
+{
+	uint16_t port = (uint16_t)recv_u64(ctl);
+	uint16_t myport;
+	int fd = udp_socket(&myport);
+	struct sockaddr_in dst = lo_addr(port);
+	static uint8_t buf[UDP_PAYLOAD];
+	struct mmsghdr m[UDP_BATCH];
+	struct iovec iov = {buf, UDP_PAYLOAD};
+	uint64_t sent = 0;
+
+	memset(buf, 0xa5, sizeof(buf));
+	for (int i = 0; i < UDP_BATCH; i++)
+		m[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &dst, .msg_namelen = sizeof(dst),
+						    .msg_iov = &iov, .msg_iovlen = 1}};
+	uint64_t t_end = now_ns() + (uint64_t)(seconds * 1e9);
+	while (now_ns() < t_end) {
+		int r = sendmmsg(fd, m, UDP_BATCH, 0);
+		if (r < 0 && errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+			die("sendmmsg", errno);
+		if (r > 0)
+			sent += (uint64_t)r;
+	}
+	struct timespec settle = {0, 50 * 1000000};
+	nanosleep(&settle, NULL);
+	send_u64(ctl, sent);
+	uint64_t n = recv_u64(ctl), bytes = recv_u64(ctl), t = recv_u64(ctl);
+	close(fd);
+	struct udp_result r = {0};
+	if (t) {
+		r.mibs = (double)bytes / ((double)t / 1e9) / (1024.0 * 1024.0);
+		r.dgrams_per_s = (double)n / ((double)t / 1e9);
+	}
+	printf("  udp 4 KiB stream: %" PRIu64 " sent, %" PRIu64 " received (%.1f%% lost)\n", sent,
+	       n, sent ? 100.0 * (double)(sent - n) / (double)sent : 0.0);
+	return r;
+}
+
+static void udp_lat_target(int ctl)
+{
+	uint16_t port;
+	int fd = udp_socket(&port);
+	uint8_t buf[64];
+	struct sockaddr_in from;
+	socklen_t fl;
+
+	send_u64(ctl, port);
+	for (;;) {
+		fl = sizeof(from);
+		ssize_t r = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			die("recvfrom", errno);
+		}
+		if (r == 1)
+			break; /* the initiator's stop marker */
+		if (sendto(fd, buf, (size_t)r, 0, (struct sockaddr *)&from, fl) < 0)
+			die("sendto", errno);
+	}
+	close(fd);
+}
+
+static double udp_lat_initiator(int ctl)
+{
+	uint16_t port = (uint16_t)recv_u64(ctl), myport;
+	int fd = udp_socket(&myport);
+	struct sockaddr_in dst = lo_addr(port);
+	uint8_t buf[64] = {0};
+	uint64_t iters = 0;
+	struct timeval tv = {1, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+	uint64_t t0 = now_ns(), t_end = t0 + (uint64_t)(seconds * 0.5e9), t;
+	do {
+		if (sendto(fd, buf, LAT_SIZE, 0, (struct sockaddr *)&dst, sizeof(dst)) < 0)
+			die("sendto", errno);
+		if (recv(fd, buf, sizeof(buf), 0) != LAT_SIZE)
+			die("udp ping-pong reply", errno ? errno : EIO);
+		iters++;
+		t = now_ns();
+	} while (t < t_end);
+	(void)sendto(fd, buf, 1, 0, (struct sockaddr *)&dst, sizeof(dst));
+	close(fd);
+	return (double)(t - t0) / 1e3 / (double)iters / 2.0; /* one way, as perftest reports */
+}
+
+/* ------------------------------------------------------------------ swverbs */
+
+struct info {
+	uint16_t lid;
+	union ibv_gid gid;
+	uint32_t qpn, psn;
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_port_attr port;
+	struct ibv_pd *pd;
+	struct ibv_cq *scq, *rcq;
+	struct ibv_qp *qp;
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	struct info me, peer;
+	int ctl;
+	uint64_t recv_posted; /* receive WRs posted so far (wr_id sequence) */
+	uint32_t recv_out;    /* receive WRs posted and not completed */
+};
+
+static void setup(struct side *s, const char *devname)
+{
+	int n, ret;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || !n)
+		die("no device", ENODEV);
+	struct ibv_device *dev = list[0];
+	for (int i = 0; devname && i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), devname))
+			dev = list[i];
+	s->ctx = ibv_open_device(dev);
+	ibv_free_device_list(list);
+	if (!s->ctx)
+		die("open", errno);
+	if ((ret = ibv_query_port(s->ctx, 1, &s->port)))
+		die("query_port", ret);
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->scq = ibv_create_cq(s->ctx, 4 * SQ_DEPTH, NULL, NULL, 0);
+	s->rcq = ibv_create_cq(s->ctx, 4 * RQ_DEPTH, NULL, NULL, 0);
+	if (!s->pd || !s->scq || !s->rcq)
+		die("pd/cq", errno);
+	if (posix_memalign((void **)&s->buf, 4096, BUF_SIZE))
+		die("buffer", ENOMEM);
+	memset(s->buf, 0x5a, BUF_SIZE);
+	s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!s->mr)
+		die("reg_mr", errno);
+	struct ibv_qp_init_attr qa = {.send_cq = s->scq, .recv_cq = s->rcq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = SQ_DEPTH, .max_recv_wr = RQ_DEPTH,
+					      .max_send_sge = 1, .max_recv_sge = 1,
+					      .max_inline_data = 64}};
+	s->qp = ibv_create_qp(s->pd, &qa);
+	if (!s->qp)
+		die("create_qp", errno);
+	union ibv_gid gid;
+	ibv_query_gid(s->ctx, 1, 0, &gid);
+	s->me = (struct info){.lid = s->port.lid, .gid = gid, .qpn = s->qp->qp_num,
+			      .psn = (uint32_t)getpid() & 0xffffff, .addr = (uintptr_t)s->buf,
+			      .rkey = s->mr->rkey};
+}
+
+static void connect_qp(struct side *s)
+{
+	int ret;
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						   IBV_ACCESS_REMOTE_READ};
+	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						    IBV_QP_ACCESS_FLAGS)))
+		die("INIT", ret);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.dest_qp_num = s->peer.qpn;
+	a.rq_psn = s->peer.psn;
+	a.max_dest_rd_atomic = RD_ATOMIC;
+	a.min_rnr_timer = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.dlid = s->peer.lid;
+	if (s->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = s->peer.gid;
+		a.ah_attr.grh.hop_limit = 64;
+	}
+	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+						    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
+		die("RTR", ret);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = s->me.psn;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = RD_ATOMIC;
+	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+						    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+						    IBV_QP_MAX_QP_RD_ATOMIC)))
+		die("RTS", ret);
+}
+
+static void post_recv(struct side *s, uint32_t size)
+{
+	uint64_t i = s->recv_posted++;
+	struct ibv_sge sge = {(uintptr_t)s->buf + (i * size) % (BUF_SIZE - size + 1) / 64 * 64,
+			      size, s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
+	int ret = ibv_post_recv(s->qp, &wr, &bad);
+	if (ret)
+		die("post_recv", ret);
+	s->recv_out++;
+}
+
+static void post_send(struct side *s, enum ibv_wr_opcode op, uint64_t id, uint32_t size,
+		      uint32_t slot, unsigned flags, uint32_t imm)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf + (uint64_t)slot * size, size, s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				 .send_flags = flags, .imm_data = htonl(imm)},
+			   *bad;
+	wr.wr.rdma.remote_addr = s->peer.addr + (uint64_t)slot * size;
+	wr.wr.rdma.rkey = s->peer.rkey;
+	int ret = ibv_post_send(s->qp, &wr, &bad);
+	if (ret)
+		die("post_send", ret);
+}
+
+static int poll_ok(struct ibv_cq *cq, struct ibv_wc *wc, int n, const char *what)
+{
+	int r = ibv_poll_cq(cq, n, wc);
+	if (r < 0)
+		die("poll_cq", EIO);
+	for (int i = 0; i < r; i++)
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			fprintf(stderr, "bench_transport: %s completion: %s\n", what,
+				ibv_wc_status_str(wc[i].status));
+			exit(1);
+		}
+	return r;
+}
+
+/* Target of SEND streams and ping-pongs: receives until a SEND with immediate 1. */
+static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
+{
+	struct ibv_wc wc[64];
+	uint64_t t_end = now_ns() + TMO_NS;
+	for (;;) {
+		int n = poll_ok(s->rcq, wc, 64, "receive");
+		for (int i = 0; i < n; i++) {
+			bool stop = (wc[i].wc_flags & IBV_WC_WITH_IMM) && ntohl(wc[i].imm_data) == 1;
+			s->recv_out--;
+			post_recv(s, size);
+			if (echo) {
+				post_send(s, IBV_WR_SEND, 0, size, 0, IBV_SEND_SIGNALED, 0);
+				struct ibv_wc sw;
+				while (!poll_ok(s->scq, &sw, 1, "echo send"))
+					;
+			}
+			if (stop)
+				return;
+		}
+		if (!n && now_ns() > t_end)
+			die("target: stop message missing", ETIMEDOUT);
+	}
+}
+
+struct rdma_result {
+	double mibs, msgs_per_s, cpu_pct, lat_us;
+};
+
+/* Stream op of 'size' with up to 'window' in flight, every 'sig_every'th WR signaled. */
+static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t size,
+				 uint32_t window, uint32_t sig_every)
+{
+	struct ibv_wc wc[64];
+	uint32_t nslots = BUF_SIZE / size < window ? BUF_SIZE / size : window;
+	uint64_t posted = 0, done = 0;
+	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t_stop = t0 + (uint64_t)(seconds * 1e9), t_dead = t0 + TMO_NS, t = t0;
+	bool stopping = false;
+
+	while (!stopping || done < posted) {
+		while (!stopping && posted - done < window) {
+			bool last = false;
+			if ((posted & 15) == 0 && (t = now_ns()) >= t_stop)
+				last = stopping = true;
+			/* The stream ends on a signaled WR so 'done' catches up exactly. */
+			bool sig = last || (posted + 1) % sig_every == 0;
+			enum ibv_wr_opcode o = op;
+			if (last && op == IBV_WR_SEND)
+				o = IBV_WR_SEND_WITH_IMM; /* tells the target to stop */
+			post_send(s, o, posted, size, (uint32_t)(posted % nslots),
+				  sig ? IBV_SEND_SIGNALED : 0, last ? 1 : 0);
+			posted++;
+		}
+		int n = poll_ok(s->scq, wc, 64, "send");
+		for (int i = 0; i < n; i++)
+			done = wc[i].wr_id + 1; /* completions in order; covers the unsignaled */
+		if (!n && (t = now_ns()) > t_dead)
+			die("initiator: completions missing", ETIMEDOUT);
+	}
+	t = now_ns() - t0;
+	uint64_t c = proc_cpu_ns() - c0;
+	struct rdma_result r = {
+		.mibs = (double)posted * size / ((double)t / 1e9) / (1024.0 * 1024.0),
+		.msgs_per_s = (double)posted / ((double)t / 1e9),
+		.cpu_pct = 100.0 * (double)c / (double)t,
+	};
+	return r;
+}
+
+static struct rdma_result pingpong(struct side *s, uint32_t size)
+{
+	struct ibv_wc wc[4];
+	uint64_t iters = 0;
+	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t_stop = t0 + (uint64_t)(seconds * 0.5e9), t_dead = t0 + TMO_NS, t;
+	bool last = false;
+
+	do {
+		t = now_ns();
+		last = t >= t_stop;
+		post_send(s, last ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, iters, size, 0,
+			  IBV_SEND_SIGNALED | IBV_SEND_INLINE, last ? 1 : 0);
+		bool got_send = false, got_recv = false;
+		while (!got_send || !got_recv) {
+			if (!got_send && poll_ok(s->scq, wc, 1, "send"))
+				got_send = true;
+			if (!got_recv && poll_ok(s->rcq, wc, 1, "receive")) {
+				got_recv = true;
+				s->recv_out--;
+				post_recv(s, size);
+			}
+			if (now_ns() > t_dead)
+				die("ping-pong: reply missing", ETIMEDOUT);
+		}
+		iters++;
+	} while (!last);
+	t = now_ns() - t0;
+	uint64_t c = proc_cpu_ns() - c0;
+	struct rdma_result r = {
+		.msgs_per_s = (double)iters / ((double)t / 1e9),
+		.lat_us = (double)t / 1e3 / (double)iters / 2.0,
+		.cpu_pct = 100.0 * (double)c / (double)t,
+	};
+	return r;
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static void target(int ctl, const char *dev, const bool *want)
+{
+	if (want[T_UDP])
+		udp_bw_target(ctl);
+	if (want[T_UDPLAT])
+		udp_lat_target(ctl);
+
+	struct side s = {.ctl = ctl};
+	setup(&s, dev);
+	xfer(ctl, &s.me, sizeof(s.me), true);
+	xfer(ctl, &s.peer, sizeof(s.peer), false);
+	connect_qp(&s);
+	for (;;) {
+		uint64_t t = recv_u64(ctl);
+		if (t == NTESTS)
+			break;
+		if (t == T_S64K || t == T_LAT) {
+			uint32_t size = t == T_S64K ? 65536 : LAT_SIZE;
+			while (s.recv_out < RQ_DEPTH)
+				post_recv(&s, size);
+			send_u64(ctl, 1); /* receives are posted */
+			target_recv_until_stop(&s, size, t == T_LAT);
+			/* Receives still posted are flushed when the QP is destroyed; later
+			 * tests of this kind post new ones behind them. */
+		} else {
+			send_u64(ctl, 1);
+		}
+		(void)recv_u64(ctl); /* initiator finished */
+	}
+	ibv_destroy_qp(s.qp);
+	ibv_dereg_mr(s.mr);
+	ibv_destroy_cq(s.scq);
+	ibv_destroy_cq(s.rcq);
+	ibv_dealloc_pd(s.pd);
+	ibv_close_device(s.ctx);
+	free(s.buf);
+}
+
+static void row(const char *name, double v, const char *unit, double base, bool lower_better)
+{
+	if (base > 0)
+		printf("%-34s %12.1f %-8s %8.3fx%s\n", name, v, unit, v / base,
+		       lower_better ? "  (lower is better)" : "");
+	else
+		printf("%-34s %12.1f %-8s\n", name, v, unit);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev = NULL;
+	bool want[NTESTS];
+	int opt;
+
+	for (int i = 0; i < NTESTS; i++)
+		want[i] = true;
+	while ((opt = getopt(argc, argv, "d:t:o:")) != -1) {
+		if (opt == 'd') {
+			dev = optarg;
+		} else if (opt == 't') {
+			seconds = atof(optarg);
+			if (seconds <= 0)
+				seconds = 1.2;
+		} else if (opt == 'o') {
+			for (int i = 0; i < NTESTS; i++)
+				want[i] = false;
+			char *list = strdup(optarg), *save = NULL;
+			for (char *tok = strtok_r(list, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				int k;
+				for (k = 0; k < NTESTS && strcmp(tok, test_name[k]); k++)
+					;
+				if (k == NTESTS) {
+					fprintf(stderr, "unknown test '%s'\n", tok);
+					return 2;
+				}
+				want[k] = true;
+			}
+			free(list);
+		} else {
+			fprintf(stderr, "usage: %s [-d device] [-t seconds] [-o test,...]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		die("socketpair", errno);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork", errno);
+	if (pid == 0) {
+		close(sv[0]);
+		alarm(300); /* never outlive a stuck run */
+		target(sv[1], dev, want);
+		_exit(0);
+	}
+	close(sv[1]);
+	alarm(300);
+	int ctl = sv[0];
+
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	double load[1] = {0};
+	if (getloadavg(load, 1) < 1)
+		load[0] = -1;
+	printf("bench_transport: %.1f s per test, %ld CPUs, load average %.2f at start\n", seconds,
+	       ncpu, load[0]);
+
+	struct udp_result ub = {0};
+	double udp_lat = 0;
+	if (want[T_UDP]) {
+		ub = udp_bw_initiator(ctl);
+	}
+	if (want[T_UDPLAT])
+		udp_lat = udp_lat_initiator(ctl);
+
+	struct side s = {.ctl = ctl};
+	setup(&s, dev);
+	xfer(ctl, &s.peer, sizeof(s.peer), false);
+	xfer(ctl, &s.me, sizeof(s.me), true);
+	connect_qp(&s);
+	for (int i = 0; i < RQ_DEPTH; i++)
+		post_recv(&s, LAT_SIZE); /* for the ping-pong replies */
+
+	struct rdma_result rr[NTESTS];
+	memset(rr, 0, sizeof(rr));
+	for (int t = T_W64K; t < NTESTS; t++) {
+		if (!want[t])
+			continue;
+		send_u64(ctl, (uint64_t)t);
+		(void)recv_u64(ctl); /* target ready */
+		switch (t) {
+		case T_W64K:
+			rr[t] = stream(&s, IBV_WR_RDMA_WRITE, 65536, 64, 1);
+			break;
+		case T_W1M:
+			rr[t] = stream(&s, IBV_WR_RDMA_WRITE, 1u << 20, 8, 1);
+			break;
+		case T_S64K:
+			rr[t] = stream(&s, IBV_WR_SEND, 65536, 64, 1);
+			break;
+		case T_R64K:
+			rr[t] = stream(&s, IBV_WR_RDMA_READ, 65536, RD_ATOMIC, 1);
+			break;
+		case T_WRATE:
+			rr[t] = stream(&s, IBV_WR_RDMA_WRITE, 8, 512, SIG_EVERY);
+			break;
+		case T_LAT:
+			rr[t] = pingpong(&s, LAT_SIZE);
+			break;
+		}
+		send_u64(ctl, 1);
+	}
+	send_u64(ctl, NTESTS);
+
+	printf("\n%-34s %12s %-8s %9s\n", "test", "value", "unit", "vs UDP");
+	if (want[T_UDP]) {
+		row("udp 4 KiB datagrams (baseline)", ub.mibs, "MiB/s", 0, false);
+		row("udp 4 KiB datagram rate", ub.dgrams_per_s, "pkt/s", 0, false);
+	}
+	if (want[T_UDPLAT])
+		row("udp 8 B ping-pong (one way)", udp_lat, "us", 0, false);
+	static const char *const label[NTESTS] = {
+		[T_W64K] = "RC WRITE 64 KiB", [T_W1M] = "RC WRITE 1 MiB",
+		[T_S64K] = "RC SEND 64 KiB", [T_R64K] = "RC READ 64 KiB",
+		[T_WRATE] = "RC WRITE 8 B rate", [T_LAT] = "RC SEND/RECV 8 B ping-pong"};
+	for (int t = T_W64K; t < NTESTS; t++) {
+		if (!want[t])
+			continue;
+		char name[64];
+		if (t == T_WRATE) {
+			snprintf(name, sizeof(name), "%s (1/%d signaled)", label[t], SIG_EVERY);
+			row(name, rr[t].msgs_per_s, "msg/s", ub.dgrams_per_s, false);
+		} else if (t == T_LAT) {
+			snprintf(name, sizeof(name), "%s (one way)", label[t]);
+			row(name, rr[t].lat_us, "us", udp_lat, true);
+		} else {
+			row(label[t], rr[t].mibs, "MiB/s", ub.mibs, false);
+		}
+	}
+	printf("initiator CPU (process, %% of one core):");
+	for (int t = T_W64K; t < NTESTS; t++)
+		if (want[t])
+			printf(" %s %.0f%%", test_name[t], rr[t].cpu_pct);
+	printf("\n");
+
+	ibv_destroy_qp(s.qp);
+	ibv_dereg_mr(s.mr);
+	ibv_destroy_cq(s.scq);
+	ibv_destroy_cq(s.rcq);
+	ibv_dealloc_pd(s.pd);
+	ibv_close_device(s.ctx);
+	free(s.buf);
+
+	int st;
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("target process failed", EIO);
+	return 0;
+}
