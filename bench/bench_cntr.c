@@ -6,7 +6,7 @@
  * which finished in one of three ways:
  *   cq    every WR signaled; completions polled from the CQ (the baseline);
  *   cntr  WRs unsignaled; an attached counter read with ibv_read_comp_cntr in a loop;
- *   wait  WRs unsignaled; swv_comp_cntr_wait sleeps until room frees up.
+ *   wait  WRs unsignaled; swv_comp_cntr_wait_ex sleeps until room frees up.
  * For each op and size (8 B, 4 KiB, 64 KiB) it prints message rate, bandwidth and CPU
  * time per operation (posting thread, and the whole initiator process including its
  * progress thread), each also as a ratio to the cq baseline of the same run.
@@ -296,7 +296,7 @@ static struct result run(struct side *s, const struct job *j, enum mode m)
 		} else {
 			/* sleep until the oldest in-flight WR (or the last) completed */
 			uint64_t want = i < j->count ? i - WINDOW + 1 : j->count;
-			int ret = swv_comp_cntr_wait(c, base + want, TMO_MS);
+			int ret = swv_comp_cntr_wait_ex(c, base + want, 0, TMO_MS);
 			if (ret)
 				die("swv_comp_cntr_wait", ret);
 			done = cntr_value(c) - base;

@@ -9,7 +9,7 @@
  *   ---------                                   ------
  *   counter "tx" counts its RDMA WRITEs         counter "rx" counts RDMA WRITEs that
  *                                               land in its memory
- *   posts N unsignaled RDMA WRITEs: no CQE      sleeps in swv_comp_cntr_wait(rx, N)
+ *   posts N unsignaled RDMA WRITEs: no CQE      sleeps in swv_comp_cntr_wait_ex(rx, N)
  *   is ever generated, it never polls a CQ;     - no CQ, no polling, no message from
  *   it learns what finished from "tx" alone     the initiator - then checks every byte
  *
@@ -236,7 +236,7 @@ static int initiator(int sock, const char *dev, uint64_t n, size_t size)
 		/* Room in the send queue? The counter says how many writes finished:
 		 * wait until no more than depth - 1 are outstanding. */
 		if (i >= depth) {
-			int ret = swv_comp_cntr_wait(s.cntr, i - depth + 1, WAIT_MS);
+			int ret = swv_comp_cntr_wait_ex(s.cntr, i - depth + 1, 0, WAIT_MS);
 			if (ret)
 				die(s.name, "waiting for send-queue room", ret);
 		}
@@ -250,8 +250,10 @@ static int initiator(int sock, const char *dev, uint64_t n, size_t size)
 		if (ret)
 			die(s.name, "ibv_post_send", ret);
 	}
-	/* All n acknowledged by the target's device: the data is in its memory. */
-	int ret = swv_comp_cntr_wait(s.cntr, n, WAIT_MS);
+	/* All n acknowledged by the target's device: the data is in its memory.
+	 * (_ex with error base 0: fail at once if any write failed, even one whose
+	 * error was counted before this call.) */
+	int ret = swv_comp_cntr_wait_ex(s.cntr, n, 0, WAIT_MS);
 	double secs = now_s() - t0;
 	if (ret)
 		die(s.name, ret == EIO ? "a write failed" : "waiting for the last write", ret);
@@ -274,9 +276,10 @@ static int target(int sock, const char *dev, uint64_t n, size_t size)
 		die(s.name, "write", errno);
 
 	/* Sleep until n writes have landed. No CQ, no polling loop: the library wakes us
-	 * when the count reaches n (or at once, with EIO, if one fails). */
+	 * when the count reaches n (or at once, with EIO, if one was refused: the error
+	 * count left 0, the base we pass). */
 	double t0 = now_s();
-	int ret = swv_comp_cntr_wait(s.cntr, n, WAIT_MS);
+	int ret = swv_comp_cntr_wait_ex(s.cntr, n, 0, WAIT_MS);
 	double secs = now_s() - t0;
 	if (ret)
 		die(s.name, ret == EIO ? "a write failed" : "waiting for the writes", ret);

@@ -59,6 +59,12 @@ int swv_query_comp_cntr_caps(struct ibv_context *context, struct swv_comp_cntr_c
  * above max_value. */
 int swv_comp_cntr_wait(struct ibv_comp_cntr *comp_cntr, uint64_t threshold, int timeout_ms);
 
+/* Like swv_comp_cntr_wait, but EIO as soon as the error count differs from err_base,
+ * also at entry. Read err_base (ibv_read_err_comp_cntr) before posting the work to
+ * wait for, so that an error counted before the call is not missed. */
+int swv_comp_cntr_wait_ex(struct ibv_comp_cntr *comp_cntr, uint64_t threshold, uint64_t err_base,
+			  int timeout_ms);
+
 /* The counter's event fd (non-blocking, close-on-exec, owned by the counter and
  * closed by ibv_destroy_comp_cntr; do not close it yourself). Created on the first
  * call, in change mode: it becomes readable whenever either value of the counter

@@ -178,7 +178,19 @@ SWV_EXPORT int swv_comp_cntr_wait(struct ibv_comp_cntr *comp_cntr, uint64_t thre
 	struct swv_comp_cntr *c = to_swv_cntr(comp_cntr);
 	if (threshold > c->max_value)
 		return EINVAL;
-	return swv_comp_cntr_wait_impl(c, threshold, timeout_ms);
+	/* Errors counted before the call do not end this wait. */
+	return swv_comp_cntr_wait_impl(c, threshold, swv_comp_cntr_load(c, true), timeout_ms);
+}
+
+SWV_EXPORT int swv_comp_cntr_wait_ex(struct ibv_comp_cntr *comp_cntr, uint64_t threshold,
+				     uint64_t err_base, int timeout_ms)
+{
+	if (!comp_cntr)
+		return EINVAL;
+	struct swv_comp_cntr *c = to_swv_cntr(comp_cntr);
+	if (threshold > c->max_value)
+		return EINVAL;
+	return swv_comp_cntr_wait_impl(c, threshold, err_base, timeout_ms);
 }
 
 SWV_EXPORT int swv_comp_cntr_get_fd(struct ibv_comp_cntr *comp_cntr)

@@ -129,9 +129,10 @@ void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed);
 
 /* ---- waiting and fds (core/comp_cntr_wait.c) ---- */
 
-/* Block until count >= threshold (0), the error count changes (EIO), or timeout_ms
- * passes (ETIMEDOUT); timeout_ms < 0 waits forever. */
-int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, int timeout_ms);
+/* Block until count >= threshold (0), the error count differs from err_base (EIO),
+ * or timeout_ms passes (ETIMEDOUT); timeout_ms < 0 waits forever. */
+int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_t err_base,
+			    int timeout_ms);
 /* The counter's eventfd (created on first use, CHANGE mode). Returns fd or -errno. */
 int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c);
 /* threshold 0 = CHANGE mode; else one-shot THRESH mode. Returns 0 or errno. */

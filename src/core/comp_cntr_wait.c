@@ -76,9 +76,9 @@ static void wake_at_min(struct swv_comp_cntr *c, uint64_t thr)
 		;
 }
 
-int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, int timeout_ms)
+int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_t err0,
+			    int timeout_ms)
 {
-	const uint64_t err0 = atomic_load(c->err);
 	const uint64_t start = swv_now_ns();
 	const uint64_t deadline = timeout_ms < 0 ? 0 : start + (uint64_t)timeout_ms * 1000000ull;
 	int ret;

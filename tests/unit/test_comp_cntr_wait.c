@@ -48,7 +48,8 @@ static struct ibv_comp_cntr *create(void)
 struct later {
 	struct ibv_comp_cntr *c;
 	int delay_ms;
-	int what; /* 0: inc by amount, 1: inc_err, 2: data-path success, 3: set */
+	int what; /* 0: inc by amount, 1: inc_err, 2: data-path success, 3: set,
+		   * 4: data-path error once a waiter sleeps */
 	uint64_t amount;
 	unsigned times;
 	uint64_t done_ns; /* CLOCK_MONOTONIC when the last change was made */
@@ -69,8 +70,14 @@ static void *later_thread(void *p)
 		case 2:
 			swv_comp_cntr_complete(l->c, true, 0);
 			break;
-		default:
+		case 3:
 			CHECK_OK(ibv_set_comp_cntr(l->c, l->amount));
+			break;
+		default:
+			/* 4: once a waiter sleeps on the futex, count an error */
+			while (atomic_load(&to_swv_cntr(l->c)->nwaiters) == 0)
+				usleep(100);
+			swv_comp_cntr_complete(l->c, false, 0);
 			break;
 		}
 	}
@@ -147,22 +154,42 @@ static void test_wait_reached(void)
 static void test_wait_error(void)
 {
 	struct ibv_comp_cntr *c = create();
-	/* Errors counted before the wait began do not matter. */
+	/* Errors counted before the wait began do not end it. */
 	CHECK_OK(ibv_inc_err_comp_cntr(c, 4));
+	CHECK_EQ(swv_comp_cntr_wait(c, 1, 20), ETIMEDOUT);
+	CHECK_EQ(SWV_COMP_CNTR_WAIT_ERROR, EIO);
+
+	/* An error counted while waiting ends it at once. The helper thread's error may
+	 * land before the wait starts (a loaded machine): wait_ex with the error count
+	 * read beforehand covers both, which is what the extra call is for. */
+	uint64_t e0;
+	CHECK_OK(ibv_read_err_comp_cntr(c, &e0));
 	struct later l = {.c = c, .delay_ms = 30, .what = 1, .amount = 1};
 	pthread_t th = start_later(&l);
 	uint64_t t0 = mono_ms();
-	CHECK_EQ(swv_comp_cntr_wait(c, 1, 10000), SWV_COMP_CNTR_WAIT_ERROR);
-	CHECK_EQ(SWV_COMP_CNTR_WAIT_ERROR, EIO);
+	CHECK_EQ(swv_comp_cntr_wait_ex(c, 1, e0, 10000), SWV_COMP_CNTR_WAIT_ERROR);
 	CHECK(mono_ms() - t0 < 9000);
 	CHECK_OK(pthread_join(th, NULL));
-	/* A data-path failure reports the same way. */
-	th = start_later(&(struct later){.c = c, .delay_ms = 30, .what = 2});
+
+	/* A data-path failure reports the same way, with no timeout. */
+	CHECK_OK(ibv_read_err_comp_cntr(c, &e0));
+	th = start_later(&(struct later){.c = c, .delay_ms = 30, .what = 1, .amount = 1});
+	CHECK_EQ(swv_comp_cntr_wait_ex(c, 1000, e0, -1), EIO);
 	CHECK_OK(pthread_join(th, NULL));
-	struct later l2 = {.c = c, .delay_ms = 30, .what = 1, .amount = 1};
-	th = start_later(&l2);
-	CHECK_EQ(swv_comp_cntr_wait(c, 1000, -1), EIO);
+
+	/* The plain wait: an error while it certainly sleeps (the helper waits until
+	 * the waiter is registered) ends it with EIO. */
+	th = start_later(&(struct later){.c = c, .delay_ms = 0, .what = 4});
+	CHECK_EQ(swv_comp_cntr_wait(c, 1000, 10000), EIO);
 	CHECK_OK(pthread_join(th, NULL));
+
+	/* wait_ex: a difference already at entry is reported at once; a count already
+	 * reached still wins; NULL is EINVAL. */
+	CHECK_EQ(swv_comp_cntr_wait_ex(c, 1, e0, -1), EIO);
+	CHECK_EQ(swv_comp_cntr_wait_ex(c, 1, e0, 0), EIO);
+	CHECK_OK(ibv_set_comp_cntr(c, 5));
+	CHECK_OK(swv_comp_cntr_wait_ex(c, 5, e0, -1));
+	CHECK_EQ(swv_comp_cntr_wait_ex(NULL, 1, 0, 0), EINVAL);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 }
 
@@ -270,14 +297,14 @@ static void test_wait_pingpong(void)
 /* Several waiters with different thresholds on one counter. */
 struct waiter {
 	struct ibv_comp_cntr *c;
-	uint64_t thr;
+	uint64_t thr, err_base;
 	int ret;
 };
 
 static void *waiter_thread(void *p)
 {
 	struct waiter *w = p;
-	w->ret = swv_comp_cntr_wait(w->c, w->thr, 10000);
+	w->ret = swv_comp_cntr_wait_ex(w->c, w->thr, w->err_base, 10000);
 	return NULL;
 }
 
@@ -287,7 +314,7 @@ static void test_wait_many(void)
 	struct waiter w[6];
 	pthread_t th[6];
 	for (int i = 0; i < 6; i++) {
-		w[i] = (struct waiter){.c = c, .thr = (uint64_t)(6 - i) * 10, .ret = -1};
+		w[i] = (struct waiter){.c = c, .thr = (uint64_t)(6 - i) * 10, .err_base = 0, .ret = -1};
 		CHECK_OK(pthread_create(&th[i], NULL, waiter_thread, &w[i]));
 	}
 	usleep(20000);
@@ -302,7 +329,7 @@ static void test_wait_many(void)
 	}
 	/* An error wakes every waiter with EIO. */
 	for (int i = 0; i < 6; i++) {
-		w[i] = (struct waiter){.c = c, .thr = 1000 + (uint64_t)i, .ret = -1};
+		w[i] = (struct waiter){.c = c, .thr = 1000 + (uint64_t)i, .err_base = 0, .ret = -1};
 		CHECK_OK(pthread_create(&th[i], NULL, waiter_thread, &w[i]));
 	}
 	usleep(20000);
