@@ -32,23 +32,31 @@ static void channel_fire(struct swv_cq *cq)
 		swv_log(SWV_LOG_ERR, "completion channel: eventfd write failed");
 }
 
+/* head/tail accessors: they change only under cq->lock (relaxed loads suffice there);
+ * tail's release store publishes the CQE written before it to lock-free readers. */
+static inline uint32_t ld(_Atomic uint32_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false;
 
-	pthread_spin_lock(&cq->lock);
-	if (cq->tail - cq->head == cq->size) {
+	pthread_mutex_lock(&cq->lock);
+	uint32_t tail = ld(&cq->tail);
+	if (tail - ld(&cq->head) == cq->size) {
 		cq->overflow = true;
-		pthread_spin_unlock(&cq->lock);
+		pthread_mutex_unlock(&cq->lock);
 		return ENOSPC;
 	}
-	cq->ring[cq->tail & (cq->size - 1)] = *wc;
-	cq->tail++;
+	cq->ring[tail & (cq->size - 1)] = *wc;
+	atomic_store_explicit(&cq->tail, tail + 1, memory_order_release);
 	if (cq->notify == 1 || (cq->notify == 2 && solicited)) {
 		cq->notify = 0; /* one event per arm */
 		fire = cq->channel != NULL;
 	}
-	pthread_spin_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->lock);
 	if (fire)
 		channel_fire(cq);
 	return 0;
@@ -61,12 +69,18 @@ int swv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0 || (num_entries && !wc))
 		return -1;
-	pthread_spin_lock(&cq->lock);
-	while (n < num_entries && cq->head != cq->tail) {
-		wc[n++] = cq->ring[cq->head & (cq->size - 1)];
-		cq->head++;
+	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). */
+	if (atomic_load_explicit(&cq->tail, memory_order_acquire) ==
+	    atomic_load_explicit(&cq->head, memory_order_relaxed))
+		return 0;
+	pthread_mutex_lock(&cq->lock);
+	uint32_t head = ld(&cq->head), tail = ld(&cq->tail);
+	while (n < num_entries && head != tail) {
+		wc[n++] = cq->ring[head & (cq->size - 1)];
+		head++;
 	}
-	pthread_spin_unlock(&cq->lock);
+	atomic_store_explicit(&cq->head, head, memory_order_relaxed);
+	pthread_mutex_unlock(&cq->lock);
 	return n;
 }
 
@@ -74,21 +88,21 @@ int swv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct swv_cq *cq = to_swv_cq(ibcq);
 
-	pthread_spin_lock(&cq->lock);
+	pthread_mutex_lock(&cq->lock);
 	/* Arming for "any" subsumes a pending "solicited only" arm, never the reverse. */
 	if (!solicited_only)
 		cq->notify = 1;
 	else if (cq->notify == 0)
 		cq->notify = 2;
-	pthread_spin_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }
 
 uint32_t swv_cq_count(struct swv_cq *cq)
 {
-	pthread_spin_lock(&cq->lock);
-	uint32_t n = cq->tail - cq->head;
-	pthread_spin_unlock(&cq->lock);
+	pthread_mutex_lock(&cq->lock);
+	uint32_t n = ld(&cq->tail) - ld(&cq->head);
+	pthread_mutex_unlock(&cq->lock);
 	return n;
 }
 
@@ -112,7 +126,7 @@ struct swv_cq *swv_cq_create(struct ibv_context *ibctx, int cqe, void *cq_contex
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&cq->lock, NULL);
 	swv_list_init(&cq->ch_entry);
 	cq->channel = ch;
 	if (ch)
@@ -158,7 +172,7 @@ int swv_cq_destroy(struct swv_cq *cq)
 		atomic_fetch_sub(&cq->channel->users, 1);
 	pthread_cond_destroy(&ib->cond);
 	pthread_mutex_destroy(&ib->mutex);
-	pthread_spin_destroy(&cq->lock);
+	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -173,23 +187,23 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	if (!ring)
 		return ENOMEM;
 
-	pthread_spin_lock(&cq->lock);
-	uint32_t n = cq->tail - cq->head;
+	pthread_mutex_lock(&cq->lock);
+	uint32_t head = ld(&cq->head), n = ld(&cq->tail) - head;
 	if (n > size) {
-		pthread_spin_unlock(&cq->lock);
+		pthread_mutex_unlock(&cq->lock);
 		free(ring);
 		return EINVAL; /* would drop completions */
 	}
 	for (uint32_t i = 0; i < n; i++)
-		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
+		ring[(head + i) & (size - 1)] = cq->ring[(head + i) & (cq->size - 1)];
 	struct ibv_wc *old = cq->ring;
 	cq->ring = ring;
 	cq->size = size;
-	cq->head = 0;
-	cq->tail = n;
+	/* head and tail keep their values (the CQEs moved to the same slots modulo the
+	 * new size): a lock-free reader comparing them is never misled. */
 	cq->overflow = false;
 	((struct ibv_cq *)&cq->ibcq)->cqe = (int)size;
-	pthread_spin_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->lock);
 	free(old);
 	return 0;
 }

@@ -10,7 +10,7 @@
  * a CQ; a token whose event was withdrawn by ibv_destroy_cq is skipped. So a destroyed
  * CQ can never be returned by a later ibv_get_cq_event.
  *
- * Lock order: cq->lock (spinlock, ring only) is never held while taking any other
+ * Lock order: cq->lock (mutex, ring only) is never held while taking any other
  * lock; ch->lock protects the ready list, cq->ch_pending and cq->comp_events_reported;
  * ibcq.mutex/cond carry comp_events_completed exactly as in rdma-core.
  */
@@ -35,11 +35,17 @@ struct swv_comp_channel {
 
 struct swv_cq {
 	struct ibv_cq_ex ibcq; /* struct ibv_cq is its prefix; ex ops set by create_cq_ex */
-	pthread_spinlock_t lock; /* protects ring, size, head, tail, notify, overflow */
+	/* Protects ring, size, head, tail, notify, overflow. A mutex, not a spinlock: on
+	 * oversubscribed CPUs a spinner can burn its whole time slice waiting for a
+	 * preempted holder. head and tail change only under it; they are atomics so that
+	 * ibv_poll_cq can see an empty ring without taking the lock (tail is stored with
+	 * release after the CQE is written, so a poller that sees it and then takes the
+	 * lock finds the CQE). */
+	pthread_mutex_t lock;
 	struct ibv_wc *ring;
 	uint32_t size;     /* ring slots (power of two); capacity = ibcq.cqe = size */
-	uint32_t head;     /* next to poll */
-	uint32_t tail;     /* next to fill */
+	_Atomic uint32_t head; /* next to poll */
+	_Atomic uint32_t tail; /* next to fill */
 	int notify;        /* 0, or armed: 1 = any completion, 2 = solicited only */
 	bool overflow;
 	struct swv_comp_channel *channel;
