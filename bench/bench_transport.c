@@ -409,7 +409,7 @@ static int poll_ok(struct ibv_cq *cq, struct ibv_wc *wc, int n, const char *what
 static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 {
 	struct ibv_wc wc[64];
-	uint64_t t_end = now_ns() + TMO_NS;
+	uint64_t t_end = now_ns() + TMO_NS, empty = 0;
 	for (;;) {
 		int n = poll_ok(s->rcq, wc, 64, "receive");
 		for (int i = 0; i < n; i++) {
@@ -425,7 +425,7 @@ static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 			if (stop)
 				return;
 		}
-		if (!n && now_ns() > t_end)
+		if (!n && (++empty & 4095) == 0 && now_ns() > t_end)
 			die("target: stop message missing", ETIMEDOUT);
 	}
 }
@@ -440,7 +440,7 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 {
 	struct ibv_wc wc[64];
 	uint32_t nslots = BUF_SIZE / size < window ? BUF_SIZE / size : window;
-	uint64_t posted = 0, done = 0;
+	uint64_t posted = 0, done = 0, empty = 0;
 	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 1e9), t_dead = t0 + TMO_NS, t = t0;
 	bool stopping = false;
@@ -462,7 +462,8 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 		int n = poll_ok(s->scq, wc, 64, "send");
 		for (int i = 0; i < n; i++)
 			done = wc[i].wr_id + 1; /* completions in order; covers the unsignaled */
-		if (!n && (t = now_ns()) > t_dead)
+		/* The clock is read rarely: it is not free, and this loop is what is measured. */
+		if (!n && (++empty & 4095) == 0 && now_ns() > t_dead)
 			die("initiator: completions missing", ETIMEDOUT);
 	}
 	t = now_ns() - t0;
@@ -478,7 +479,7 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 static struct rdma_result pingpong(struct side *s, uint32_t size)
 {
 	struct ibv_wc wc[4];
-	uint64_t iters = 0;
+	uint64_t iters = 0, empty = 0;
 	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 0.5e9), t_dead = t0 + TMO_NS, t;
 	bool last = false;
@@ -497,7 +498,7 @@ static struct rdma_result pingpong(struct side *s, uint32_t size)
 				s->recv_out--;
 				post_recv(s, size);
 			}
-			if (now_ns() > t_dead)
+			if ((++empty & 4095) == 0 && now_ns() > t_dead)
 				die("ping-pong: reply missing", ETIMEDOUT);
 		}
 		iters++;

@@ -39,6 +39,11 @@ struct swv_progress {
 					* when no other thread uses the context (open/close) */
 	int epfd;                      /* sockets + evfd */
 	int evfd;                      /* doorbell */
+	int tfd;                       /* timerfd: wakes the thread by a deadline that
+					* swv_progress_arm chose not to wake it for now */
+	pthread_mutex_t timer_lock;    /* serialises timer_at updates with timerfd_settime */
+	_Atomic uint64_t timer_at;     /* absolute ns the timerfd is armed to; UINT64_MAX =
+					* disarmed or already fired */
 	_Atomic bool stop;
 	/* ns deadline the thread sleeps to; UINT64_MAX = indefinitely; 0 = awake (an
 	 * iteration is running and will look at 'pending' before it sleeps). */
@@ -51,6 +56,7 @@ struct swv_progress {
 	/* receive statistics (progress thread writes, anyone reads) */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
 	_Atomic uint64_t wakeups;      /* eventfd writes by kicks (statistics) */
+	_Atomic uint64_t timer_arms;   /* timerfd arms by swv_progress_arm (statistics) */
 };
 
 /* Create the epoll set, the doorbell and the thread. Returns 0 or a positive errno
@@ -63,6 +69,14 @@ int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
 void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
+/* Like swv_progress_kick, but a hint that need not wake the thread now: a deadline
+ * more than SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd instead (one syscall,
+ * no context switch; none at all while an earlier arm is pending), so a posting
+ * thread that arms the ACK timer for every message does not wake the progress thread
+ * for each of them. Same guarantee: an iteration runs at or after deadline_ns, no
+ * later than the deadline plus scheduling delay. Safe from any thread. */
+#define SWV_PROGRESS_ARM_SLACK_NS 1000000ull
+void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the
  * call (used before freeing a QP it may be touching). From the progress thread
  * itself it returns at once (the caller is that work). */
