@@ -271,9 +271,11 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
 	uint64_t old = atomic_exchange_explicit(&qp->timer_deadline, deadline_ns,
 						memory_order_release);
 	/* The progress thread re-reads deadlines after running a timer; kicking it from
-	 * itself is unnecessary. */
+	 * itself is unnecessary. From a posting thread, a far deadline (the ACK timeout
+	 * armed for every message) is handed to the progress thread's timerfd rather
+	 * than waking it (swv_progress_arm). */
 	if (deadline_ns && deadline_ns != old && !swv_progress_is_self(qp->ctx))
-		swv_progress_kick(qp->ctx, deadline_ns);
+		swv_progress_arm(qp->ctx, deadline_ns);
 }
 
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns)
