@@ -166,8 +166,8 @@ uint32_t swv_resp_mtu(const struct swv_qp *qp)
 
 /* ---------------------------------------------------------------- output */
 
-void swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndrome,
-		   uint64_t atomic_orig, const void *payload, uint32_t paylen)
+int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndrome,
+		  uint64_t atomic_orig, const void *payload, uint32_t paylen)
 {
 	struct swv_pkt p;
 	uint8_t hdr[SWV_MAX_HDR_LEN];
@@ -187,7 +187,7 @@ void swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t synd
 	hlen = swv_pkt_build_hdr(hdr, &p);
 	if (!hlen) {
 		swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn, opcode);
-		return;
+		return EINVAL;
 	}
 	/* A failed transmit (full socket buffer) is a lost packet: the requester's
 	 * timer recovers it, so there is nothing to undo here. */
@@ -195,6 +195,7 @@ void swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t synd
 	if (rc)
 		swv_log(SWV_LOG_DEBUG, "responder: qp %#x xmit opcode %#x psn %#x: %d\n", qp->qpn,
 			opcode, psn, rc);
+	return rc;
 }
 
 static void resp_ack(struct swv_qp *qp, uint8_t syndrome, uint32_t psn)

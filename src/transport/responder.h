@@ -24,6 +24,7 @@ struct swv_recv_wqe;
 /* Saved READ/atomic request for replay of duplicates (one slot of the ring). */
 struct swv_resp_res {
 	bool valid, is_atomic;
+	bool counted;                 /* REMOTE_* completion already counted (exactly once) */
 	uint32_t first_psn, last_psn; /* READ: one PSN per response packet */
 	uint64_t va;                  /* original RETH / AtomicETH VA */
 	uint32_t rkey, len;

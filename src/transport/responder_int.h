@@ -84,9 +84,9 @@ void swv_resp_res_publish(struct swv_resp_state *s, struct swv_resp_res *r);
 
 /* Path MTU in bytes the responder checks against. */
 uint32_t swv_resp_mtu(const struct swv_qp *qp);
-/* Send ACK / NAK / ATOMIC_ACK / READ response (RC). Transmit failures are treated like
- * packet loss: the requester retries. */
-void swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndrome,
+/* Send ACK / NAK / ATOMIC_ACK / READ response (RC). Returns 0 or the transmit error;
+ * callers treat a failure like packet loss (the requester retries). */
+int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndrome,
 		   uint64_t atomic_orig, const void *payload, uint32_t paylen);
 /* Count a remote operation (no CQE) on slot: ok adds bytes, !ok adds to the error count. */
 void swv_resp_remote_done(struct swv_qp *qp, enum swv_cntr_slot slot, bool ok, uint64_t bytes);

@@ -19,16 +19,18 @@
 #include "util/log.h"
 
 /*
- * Send READ responses for [va, va+len) with PSNs psn, psn+1, ...
+ * Send READ responses for [va, va+len) of resource r with PSNs psn, psn+1, ...
  * fresh: the response starts at the request's first PSN, so it opens with FIRST/ONLY;
  * otherwise it is a mid-message restart (the requester re-asked from a later PSN with
  * the VA advanced by whole MTUs) and continues with MIDDLE.../LAST, as rxe does.
- * count: a new request: REMOTE_RDMA_READ counts once, after the last byte has been
- * read from memory and just before the last response leaves, so the requester can
- * never see its READ complete before the responder's counter moved.
+ * REMOTE_RDMA_READ counts exactly once per request (r->counted), after the last byte
+ * was read from memory and just before the last response leaves, so the requester
+ * can never see its READ complete before the responder's counter moved. When the
+ * socket is full the rest of the burst would be lost as well: stop, the requester
+ * asks again from the first missing PSN (and that replay then does the counting).
  */
-static enum swv_resp_err read_respond(struct swv_qp *qp, uint32_t rkey, uint64_t va,
-				      uint32_t len, uint32_t psn, bool fresh, bool count)
+static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r, uint64_t va,
+				      uint32_t len, uint32_t psn, bool fresh)
 {
 	uint8_t buf[4096];
 	uint32_t mtu = swv_resp_mtu(qp);
@@ -37,7 +39,8 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, uint32_t rkey, uint64_t
 
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t chunk = (uint32_t)SWV_MIN((uint64_t)mtu, len - off);
-		uint8_t op, syn = SWV_AETH_ACK;
+		uint8_t op;
+		int rc;
 
 		if (n == 1)
 			op = fresh ? SWV_OP_READ_RESP_ONLY : SWV_OP_READ_RESP_LAST;
@@ -48,11 +51,18 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, uint32_t rkey, uint64_t
 		else
 			op = SWV_OP_READ_RESP_MIDDLE;
 		/* re-checked per packet: an MR deregistered meanwhile is never read */
-		if (chunk && swv_mr_remote_read(qp->ctx, qp->pd, rkey, va + off, buf, chunk))
+		if (chunk && swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, buf, chunk))
 			return SWV_RESP_ERR_ACCESS;
-		if (count && k == n - 1)
-			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, len);
-		swv_resp_send(qp, SWV_OP_RC | op, swv_psn_add(psn, k), syn, 0, buf, chunk);
+		if (k == n - 1 && !r->counted && swv_psn_add(psn, k) == r->last_psn) {
+			r->counted = true;
+			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, r->len);
+		}
+		rc = swv_resp_send(qp, SWV_OP_RC | op, swv_psn_add(psn, k), SWV_AETH_ACK, 0, buf,
+				   chunk);
+		if (rc == EAGAIN || rc == ENOBUFS) {
+			qp->resp.stats.dropped += n - k;
+			break;
+		}
 		off += chunk;
 	}
 	return SWV_RESP_OK;
@@ -88,7 +98,7 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	s->msn++;
 	/* the request consumed one PSN per response packet */
 	s->epsn = swv_psn_add(pkt->psn, n);
-	return read_respond(qp, r->rkey, r->va, r->len, pkt->psn, true, true);
+	return read_respond(qp, r, r->va, r->len, pkt->psn, true);
 }
 
 void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
@@ -117,9 +127,9 @@ void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 	swv_log(SWV_LOG_DEBUG, "responder: qp %#x replays READ psn %#x..%#x\n", qp->qpn, pkt->psn,
 		swv_psn_add(pkt->psn, n - 1));
 	s->stats.read_replays++;
-	/* replays never count again */
-	if (read_respond(qp, r->rkey, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn,
-			 false) != SWV_RESP_OK) {
+	/* replays never count again (r->counted) */
+	if (read_respond(qp, r, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn) !=
+	    SWV_RESP_OK) {
 		/* the memory went away since the original: as for a new READ */
 		s->stats.err_naks++;
 		swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, pkt->psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);

@@ -30,6 +30,7 @@ struct sent {
 };
 static struct sent sent[256];
 static int nsent;
+static int xmit_fail_at = -1; /* the packet that finds the socket full (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
 		size_t hdr_len, const void *payload, uint32_t paylen)
@@ -37,6 +38,11 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	static uint8_t dgram[8192];
 	uint8_t tail[SWV_MAX_TAIL_LEN];
 	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+
+	if (xmit_fail_at == nsent) {
+		xmit_fail_at = -1;
+		return EAGAIN;
+	}
 
 	CHECK(tl > 0);
 	CHECK(nsent < (int)SWV_ARRAY_SIZE(sent));
@@ -713,6 +719,48 @@ static void test_read(void)
 	CHECK_EQ(nsent, 1);
 }
 
+/* A full socket cuts a READ burst short; REMOTE_RDMA_READ still counts exactly once:
+ * when a packet carrying the request's last PSN is about to leave. */
+static void test_read_socket_full(void)
+{
+	uint64_t va = (uintptr_t)mem;
+
+	setup(IBV_QPT_RC);
+	memcpy(mem, pattern, 600);
+	xmit_fail_at = 1; /* MIDDLE of the first READ */
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(nsent, 1); /* the rest of the burst was not attempted */
+	CHECK_EQ(ncomps, 0);
+	CHECK_EQ(qp->resp.epsn, 103);
+	/* the requester re-asks from the missing PSN */
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, va + 256, MEM_RKEY, 344, NULL, 0, 0);
+	CHECK_EQ(nsent, 2);
+	check_read_resp(1, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_READ);
+	CHECK_EQ(comps[0].bytes, 600);
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(ncomps, 1);
+	/* a new READ counts as usual */
+	rx_reth(SWV_OP_READ_REQUEST, 103, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(ncomps, 2);
+	nsent = 0;
+	xmit_fail_at = 2; /* the LAST: counted already, just before it left */
+	rx_reth(SWV_OP_READ_REQUEST, 106, true, va, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(nsent, 2);
+	CHECK_EQ(ncomps, 3);
+	rx_reth(SWV_OP_READ_REQUEST, 108, true, va + 512, MEM_RKEY, 88, NULL, 0, 0);
+	CHECK_EQ(nsent, 3);
+	CHECK_EQ(ncomps, 3);
+	/* a retry for a prefix only never reaches the last PSN (and counted is set) */
+	rx_reth(SWV_OP_READ_REQUEST, 106, true, va, MEM_RKEY, 256, NULL, 0, 0);
+	CHECK_EQ(nsent, 4);
+	CHECK_EQ(sent[3].p.opcode, SWV_OP_READ_RESP_ONLY);
+	CHECK_EQ(ncomps, 3);
+	CHECK_EQ(to_error_calls, 0);
+}
+
 static void test_read_errors(void)
 {
 	uint64_t va = (uintptr_t)mem;
@@ -909,6 +957,7 @@ int main(void)
 	test_write_errors();
 	test_recv_errors();
 	test_read();
+	test_read_socket_full();
 	test_read_errors();
 	test_atomic();
 	test_psn_wrap();
