@@ -69,18 +69,28 @@ want=$(map_syms | sort -u)
 [ -n "$want" ] || { echo "FAIL: no names parsed from $map"; exit 1; }
 have=$(lib_syms "$lib" | sort -u)
 
+# Lookup tables: "name node" -> 1, and name -> the node(s) the library gives it.
+declare -A in_map in_lib lib_nodes map_names
+while read -r name node; do
+	in_map["$name $node"]=1
+	map_names[$name]=1
+done <<<"$want"
+while read -r name node; do
+	[ -z "$name" ] && continue
+	in_lib["$name $node"]=1
+	lib_nodes[$name]+="${lib_nodes[$name]:+,}$node"
+done <<<"$have"
+
 problems=0
 missing=""
 while read -r name node; do
-	if ! grep -qx "$name $node" <<<"$have"; then
-		other=$(awk -v n="$name" '$1 == n { print $2 }' <<<"$have" | paste -sd, -)
-		if [ -n "$other" ]; then
-			echo "WRONG VERSION: $name is defined as @@$other, the map says $node"
-		else
-			missing+="$node $name"$'\n'
-		fi
-		problems=$((problems + 1))
+	[ -n "${in_lib["$name $node"]:-}" ] && continue
+	if [ -n "${lib_nodes[$name]:-}" ]; then
+		echo "WRONG VERSION: $name is defined as @@${lib_nodes[$name]}, the map says $node"
+	else
+		missing+="$node $name"$'\n'
 	fi
+	problems=$((problems + 1))
 done <<<"$want"
 
 if [ -n "$missing" ]; then
@@ -93,7 +103,7 @@ fi
 # that impossible; a second version script or a visibility slip would not).
 while read -r name node; do
 	[ -z "$name" ] && continue
-	grep -qx "$name $node" <<<"$want" && continue
+	[ -n "${map_names[$name]:-}" ] && continue # named at another node: WRONG VERSION above
 	echo "EXTRA: $name@@$node is exported but not named in the map"
 	problems=$((problems + 1))
 done <<<"$have"
@@ -111,7 +121,7 @@ if [ -n "$sys" ]; then
 		[ -z "$name" ] && continue
 		case $node in IBVERBS_1.*) ;; *) continue ;; esac
 		nsys=$((nsys + 1))
-		if ! grep -qx "$name $node" <<<"$want"; then
+		if [ -z "${in_map["$name $node"]:-}" ]; then
 			echo "MAP GAP: $sys exports $name@@$node; libswverbs.map does not name it there"
 			problems=$((problems + 1))
 		fi
