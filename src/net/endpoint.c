@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,31 @@
 #define EP_BATCH_MAX    64
 #define EP_MAX_IOV      IOV_MAX
 #define EP_HOLD_RETRY_NS 20000ull /* retry a held packet that met a full buffer */
+
+/* Linux UDP socket options (linux/udp.h), in case the C library does not name them. */
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+/* SWVERBS_GSO=0 turns segmentation offload off (send and receive) for this process:
+ * every IB packet then travels in a datagram of its own, on the wire and in captures. */
+static bool offload_disabled(void)
+{
+	static _Atomic int cached = -1;
+	int v = atomic_load_explicit(&cached, memory_order_relaxed);
+	if (v < 0) {
+		const char *e = getenv("SWVERBS_GSO");
+		v = e && e[0] == '0' && e[1] == 0;
+		atomic_store_explicit(&cached, v, memory_order_relaxed);
+	}
+	return v;
+}
 
 /* A packet held back by the injector (delay or reorder). */
 struct swv_held_pkt {
@@ -88,6 +114,8 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 	ep->port = ntohs(sa.sin_port);
 	ep->fault = fault;
 	ep->held_head = ep->held_tail = NULL;
+	ep->gro = false;
+	atomic_init(&ep->gso_off, offload_disabled());
 	ep->is_open = true;
 	return 0;
 }
@@ -370,4 +398,262 @@ int swv_ep_recv_batch(struct swv_endpoint *ep, struct swv_rx_pkt *pkts, int n)
 			break; /* socket drained and nothing was dropped */
 	}
 	return got;
+}
+
+/* ------------------------------------------------------------------ offload */
+
+bool swv_ep_gso_usable(const struct swv_endpoint *ep)
+{
+	return ep && ep->is_open && !ep->fault &&
+	       !atomic_load_explicit(&ep->gso_off, memory_order_relaxed);
+}
+
+/* Cut the next 'len' bytes of an iovec walk (position *vi, *voff) into out[]. Returns
+ * the number of entries used, or -1 if iov ran out or out[] is too small. */
+static int iov_take(const struct iovec *iov, int iovcnt, int *vi, size_t *voff, size_t len,
+		    struct iovec *out, int max)
+{
+	int n = 0;
+	while (len) {
+		if (*vi >= iovcnt || n == max)
+			return -1;
+		size_t avail = iov[*vi].iov_len - *voff;
+		if (avail == 0) {
+			(*vi)++;
+			*voff = 0;
+			continue;
+		}
+		size_t take = avail < len ? avail : len;
+		out[n].iov_base = (uint8_t *)iov[*vi].iov_base + *voff;
+		out[n++].iov_len = take;
+		*voff += take;
+		len -= take;
+	}
+	return n;
+}
+
+/* One packet per sendmsg (through swv_ep_send, so the fault injector sees each). */
+static int send_each(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		     size_t total, unsigned *nsent)
+{
+	struct iovec sub[16];
+	int vi = 0, err = 0;
+	size_t voff = 0;
+
+	for (unsigned i = 0; i < nseg; i++) {
+		size_t len = i + 1 < nseg ? seg_size : total - (size_t)i * seg_size;
+		int n = iov_take(iov, iovcnt, &vi, &voff, len, sub, (int)SWV_ARRAY_SIZE(sub));
+		if (n < 0) {
+			*nsent = i;
+			return EINVAL;
+		}
+		int rc = swv_ep_send(ep, dst, sub, n);
+		if (rc == EAGAIN || rc == ENOBUFS) {
+			*nsent = i;
+			return rc;
+		}
+		if (rc && !err)
+			err = rc; /* lost on the way like any datagram; the rest still goes */
+	}
+	*nsent = nseg;
+	return err;
+}
+
+int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		    unsigned *nsent)
+{
+	unsigned dummy;
+	if (!nsent)
+		nsent = &dummy;
+	*nsent = 0;
+	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
+			 iovcnt > EP_MAX_IOV || !seg_size || !nseg ||
+			 nseg > SWV_EP_GSO_MAX_SEGS || seg_size > UINT16_MAX))
+		return EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	/* Every packet but the last is exactly seg_size; the last 1..seg_size bytes. */
+	if (total <= (size_t)(nseg - 1) * seg_size || total > (size_t)nseg * seg_size ||
+	    total > SWV_EP_GSO_MAX_BYTES)
+		return EINVAL;
+	if (nseg == 1 || !swv_ep_gso_usable(ep))
+		return send_each(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
+
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct msghdr msg = {
+		.msg_name = (void *)dst,
+		.msg_namelen = sizeof(*dst),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	uint16_t gso = (uint16_t)seg_size;
+	cm->cmsg_level = SOL_UDP;
+	cm->cmsg_type = UDP_SEGMENT;
+	cm->cmsg_len = CMSG_LEN(sizeof(gso));
+	memcpy(CMSG_DATA(cm), &gso, sizeof(gso));
+	for (;;) {
+		if (sendmsg(ep->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+			*nsent = nseg;
+			atomic_fetch_add_explicit(&ep->tx_gso_calls, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ep->tx_gso_segs, nseg, memory_order_relaxed);
+			return 0;
+		}
+		int err = errno;
+		if (err == EINTR)
+			continue;
+		if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)
+			return err == EWOULDBLOCK ? EAGAIN : err;
+		if (err == EIO || err == EINVAL || err == EOPNOTSUPP || err == ENOPROTOOPT ||
+		    err == EMSGSIZE) {
+			/* No UDP_SEGMENT here (old kernel, no checksum offload on the route,
+			 * segment larger than the path MTU): remember, and send one by one. */
+			if (!atomic_exchange(&ep->gso_off, true))
+				swv_log(SWV_LOG_DEBUG,
+					"endpoint %u: UDP GSO refused (%s); sending packet by packet",
+					ep->port, strerror(err));
+			return send_each(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
+		}
+		return err; /* like a lost datagram (nothing sent) */
+	}
+}
+
+void swv_ep_enable_gro(struct swv_endpoint *ep)
+{
+	int one = 1;
+	if (!ep || !ep->is_open || offload_disabled())
+		return;
+	ep->gro = setsockopt(ep->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+}
+
+struct rx_priv {
+	struct mmsghdr msgs[EP_BATCH_MAX];
+	struct iovec iovs[EP_BATCH_MAX];
+	struct sockaddr_in src[EP_BATCH_MAX];
+	union {
+		char buf[CMSG_SPACE(sizeof(int)) + 32];
+		struct cmsghdr align;
+	} ctl[EP_BATCH_MAX];
+};
+
+int swv_ep_rx_init(struct swv_ep_rx *rx, unsigned nbufs)
+{
+	memset(rx, 0, sizeof(*rx));
+	if (nbufs == 0 || nbufs > EP_BATCH_MAX)
+		return EINVAL;
+	rx->nbufs = nbufs;
+	rx->mem = malloc((size_t)nbufs * SWV_EP_RX_BUF_LEN);
+	rx->segs = calloc((size_t)nbufs * SWV_EP_GSO_MAX_SEGS, sizeof(*rx->segs));
+	rx->priv = calloc(1, sizeof(struct rx_priv));
+	if (!rx->mem || !rx->segs || !rx->priv) {
+		swv_ep_rx_free(rx);
+		return ENOMEM;
+	}
+	return 0;
+}
+
+void swv_ep_rx_free(struct swv_ep_rx *rx)
+{
+	free(rx->mem);
+	free(rx->segs);
+	free(rx->priv);
+	memset(rx, 0, sizeof(*rx));
+}
+
+/* The GRO segment size of a received datagram, or 0 if it was not coalesced. */
+static size_t gro_size(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int v;
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			return v > 0 ? (size_t)v : 0;
+		}
+	}
+	return 0;
+}
+
+int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
+{
+	if (!ep || !rx || !rx->priv || !rx->nbufs)
+		return -EINVAL;
+	if (!ep->is_open)
+		return -EBADF;
+	struct rx_priv *p = rx->priv;
+	unsigned n = rx->nbufs;
+	int r = -1;
+
+	rx->ndgrams = 0;
+	for (unsigned i = 0; i < n; i++) {
+		p->iovs[i].iov_base = rx->mem + (size_t)i * SWV_EP_RX_BUF_LEN;
+		p->iovs[i].iov_len = SWV_EP_RX_BUF_LEN;
+		memset(&p->msgs[i].msg_hdr, 0, sizeof(p->msgs[i].msg_hdr));
+		p->msgs[i].msg_hdr.msg_iov = &p->iovs[i];
+		p->msgs[i].msg_hdr.msg_iovlen = 1;
+		p->msgs[i].msg_hdr.msg_name = &p->src[i];
+		p->msgs[i].msg_hdr.msg_namelen = sizeof(p->src[i]);
+		if (ep->gro) {
+			p->msgs[i].msg_hdr.msg_control = p->ctl[i].buf;
+			p->msgs[i].msg_hdr.msg_controllen = sizeof(p->ctl[i].buf);
+		}
+	}
+	/* Bounded: a stream of ICMP errors must not pin us here. */
+	for (int round = 0; round < 8; round++) {
+		r = recvmmsg(ep->fd, p->msgs, n, MSG_DONTWAIT, NULL);
+		if (r >= 0)
+			break;
+		int err = errno;
+		if (err == EINTR)
+			continue;
+		if (err == EAGAIN || err == EWOULDBLOCK)
+			return 0;
+		if (is_icmp_error(err)) {
+			drain_errqueue(ep->fd);
+			continue;
+		}
+		return -err;
+	}
+	if (r < 0)
+		return 0;
+	rx->ndgrams = (unsigned)r;
+
+	int nseg = 0;
+	for (int i = 0; i < r; i++) {
+		struct msghdr *m = &p->msgs[i].msg_hdr;
+		size_t len = p->msgs[i].msg_len;
+		if (m->msg_flags & MSG_TRUNC) {
+			ep->rx_truncated++;
+			swv_log(SWV_LOG_DEBUG, "endpoint %u: dropped oversized datagram", ep->port);
+			continue;
+		}
+		uint8_t *buf = p->iovs[i].iov_base;
+		size_t seg = ep->gro ? gro_size(m) : 0;
+		if (!seg || seg >= len) {
+			rx->segs[nseg].buf = buf;
+			rx->segs[nseg].len = len;
+			rx->segs[nseg++].src = p->src[i];
+			continue;
+		}
+		/* Coalesced: consecutive datagrams of seg bytes, the last possibly shorter.
+		 * Each is still a whole IB packet, validated like any other. */
+		ep->rx_gro_dgrams++;
+		for (size_t off = 0; off < len && nseg < (int)(n * SWV_EP_GSO_MAX_SEGS);
+		     off += seg) {
+			rx->segs[nseg].buf = buf + off;
+			rx->segs[nseg].len = len - off < seg ? len - off : seg;
+			rx->segs[nseg++].src = p->src[i];
+			ep->rx_gro_segs++;
+		}
+	}
+	return nseg;
 }

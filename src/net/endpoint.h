@@ -9,6 +9,7 @@
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,6 +38,14 @@ struct swv_endpoint {
 	void *hold_arg;
 	uint64_t rx_truncated;    /* datagrams dropped for exceeding SWV_EP_MAX_DGRAM
 				   * (written by the receiving thread only) */
+	/* Segmentation offload (docs/wire.md, "GSO and GRO"). Plain fields: an idle
+	 * endpoint may still be moved by struct copy. */
+	bool gro;                 /* UDP_GRO is on: swv_ep_recv_segs splits coalesced
+				   * datagrams (set by swv_ep_enable_gro) */
+	_Atomic bool gso_off;     /* UDP_SEGMENT unusable here (SWVERBS_GSO=0, or the
+				   * kernel/route refused it once): one sendmsg per packet */
+	_Atomic uint64_t tx_gso_calls, tx_gso_segs; /* statistics */
+	uint64_t rx_gro_dgrams, rx_gro_segs;         /* statistics (receiving thread) */
 };
 
 struct swv_rx_pkt {
@@ -67,6 +76,53 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
  * unexpected socket error before anything was received. At most 64 per call. */
 #define SWV_EP_MAX_DGRAM 8192
 int swv_ep_recv_batch(struct swv_endpoint *ep, struct swv_rx_pkt *pkts, int n);
+
+/*
+ * Segmentation offload.
+ *
+ * Send: swv_ep_send_gso sends several IB packets, laid back to back in iov, each
+ * seg_size bytes except the last (which may be shorter), as one UDP_SEGMENT
+ * ("GSO") sendmsg: the kernel cuts it into one datagram per packet (on loopback the
+ * super-datagram travels whole and, if the receiver has UDP_GRO on, is delivered
+ * whole). At most SWV_EP_GSO_MAX_SEGS packets and SWV_EP_GSO_MAX_BYTES bytes per
+ * call. Falls back to one sendmsg per packet when the fault injector is on (it
+ * decides per datagram), when SWVERBS_GSO=0, or once the kernel refused UDP_SEGMENT
+ * on this endpoint (the refusal is remembered). Returns 0 when every packet went out,
+ * else a positive errno with *nsent = packets sent before the error (0..nseg-1; a
+ * GSO call is all or nothing). EAGAIN/ENOBUFS: the socket buffer is full.
+ */
+#define SWV_EP_GSO_MAX_SEGS  64
+#define SWV_EP_GSO_MAX_BYTES 65000 /* below the largest UDP/IPv4 payload (65507) */
+int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		    unsigned *nsent);
+/* Whether swv_ep_send_gso would use UDP_SEGMENT now (callers may skip building
+ * runs that would be sent one by one anyway). */
+bool swv_ep_gso_usable(const struct swv_endpoint *ep);
+
+/* Receive: turn on UDP_GRO (unless SWVERBS_GSO=0) so that a run of packets arrives
+ * as one coalesced datagram; swv_ep_recv_segs then hands back one descriptor per
+ * packet. Only the receiving thread may call these; the old swv_ep_recv_batch must
+ * not be used on an endpoint with GRO on (a coalesced datagram would not fit). */
+void swv_ep_enable_gro(struct swv_endpoint *ep);
+
+#define SWV_EP_RX_BUF_LEN 65536 /* one (possibly coalesced) datagram */
+struct swv_ep_rx {
+	unsigned nbufs;          /* datagrams per recvmmsg */
+	uint8_t *mem;            /* nbufs x SWV_EP_RX_BUF_LEN */
+	struct swv_rx_pkt *segs; /* room for nbufs x SWV_EP_GSO_MAX_SEGS descriptors */
+	void *priv;              /* mmsghdr/iovec/control arrays */
+	unsigned ndgrams;        /* datagrams the last swv_ep_recv_segs received */
+};
+/* Allocate receive state for nbufs datagrams per call (1..64). 0 or ENOMEM. */
+int swv_ep_rx_init(struct swv_ep_rx *rx, unsigned nbufs);
+void swv_ep_rx_free(struct swv_ep_rx *rx);
+/* Receive up to rx->nbufs datagrams without blocking and split coalesced ones at
+ * their GRO segment size. Returns the number of packets in rx->segs (buf points into
+ * rx->mem, valid until the next call; 0 if none), or a negative errno as
+ * swv_ep_recv_batch. rx->ndgrams < rx->nbufs means the socket was drained. Truncated
+ * datagrams and ICMP errors are dropped as in swv_ep_recv_batch. */
+int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx);
 
 /* Release delayed/reordered packets whose time has come. Returns the absolute
  * monotonic deadline (ns) of the next held packet, or 0 if none is held. */

@@ -23,7 +23,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-#define RX_BATCH  32 /* datagrams per recv_batch call */
+#define RX_BATCH  32 /* datagrams per recvmmsg (each up to 64 KiB when GRO coalesced) */
 #define RX_ROUNDS 8  /* batches per readable socket per iteration: fairness between sockets */
 #define MAX_EVENTS 64
 #define TIMER_TAG  ((void *)1) /* epoll data of the timerfd (endpoints are real pointers) */
@@ -47,8 +47,7 @@ static void futex_wake_all(_Atomic uint32_t *addr)
 }
 
 struct rx_state {
-	uint8_t *bufs;
-	struct swv_rx_pkt pkts[RX_BATCH];
+	struct swv_ep_rx rx; /* receive buffers and per-packet descriptors */
 	struct swv_qp **due;  /* QPs whose timer is due, collected under qp_lock */
 	size_t due_cap;
 };
@@ -77,12 +76,11 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 static void rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct rx_state *st)
 {
 	for (int round = 0; round < RX_ROUNDS; round++) {
-		for (int i = 0; i < RX_BATCH; i++)
-			st->pkts[i].buf = st->bufs + (size_t)i * SWV_EP_MAX_DGRAM;
-		int n = swv_ep_recv_batch(ep, st->pkts, RX_BATCH);
+		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
+		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
-			rx_dispatch(ctx, ep, &st->pkts[i]);
-		if (n < RX_BATCH)
+			rx_dispatch(ctx, ep, &st->rx.segs[i]);
+		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
 }
@@ -175,8 +173,7 @@ static void *progress_main(void *arg)
 	struct rx_state st = {0};
 	uint64_t next = UINT64_MAX;
 
-	st.bufs = malloc((size_t)RX_BATCH * SWV_EP_MAX_DGRAM);
-	if (!st.bufs) {
+	if (swv_ep_rx_init(&st.rx, RX_BATCH)) {
 		/* Cannot receive at all: a context without progress would hang silently. */
 		swv_log(SWV_LOG_ERR, "progress thread: out of memory; context is dead");
 		return NULL;
@@ -241,7 +238,7 @@ static void *progress_main(void *arg)
 			futex_wake_all(&pr->seq);
 	}
 	free(st.due);
-	free(st.bufs);
+	swv_ep_rx_free(&st.rx);
 	return NULL;
 }
 
@@ -334,6 +331,7 @@ int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 	if (!ep)
 		return EINVAL;
+	swv_ep_enable_gro(ep); /* only this thread receives: it splits coalesced datagrams */
 	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
 		return errno;
 	return 0;
