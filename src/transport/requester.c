@@ -13,9 +13,11 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "net/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
+#include "transport/txrun.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -167,6 +169,48 @@ static uint32_t cursor_psn(const struct swv_qp *qp, const struct swv_send_wqe *w
 	return swv_psn_add(w->first_psn, r->cur_pkt);
 }
 
+/* Header fields of packet k of a SEND/WRITE WQE (opcode, RETH, ImmDt, SE, AckReq after
+ * 'since_ackreq' packets without one, paylen); returns the payload's offset in the
+ * message. */
+static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t k,
+				uint32_t since_ackreq, struct swv_pkt *p)
+{
+	bool first = k == 0, last = k + 1 == w->npkts;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
+	uint64_t off = (uint64_t)k * qp->mtu;
+	p->paylen = (uint32_t)SWV_MIN((uint64_t)qp->mtu, w->length - off);
+	if (send) {
+		if (first && last)
+			p->opcode = imm ? SWV_OP_SEND_ONLY_IMM : SWV_OP_SEND_ONLY;
+		else if (first)
+			p->opcode = SWV_OP_SEND_FIRST;
+		else if (last)
+			p->opcode = imm ? SWV_OP_SEND_LAST_IMM : SWV_OP_SEND_LAST;
+		else
+			p->opcode = SWV_OP_SEND_MIDDLE;
+	} else {
+		if (first && last)
+			p->opcode = imm ? SWV_OP_WRITE_ONLY_IMM : SWV_OP_WRITE_ONLY;
+		else if (first)
+			p->opcode = SWV_OP_WRITE_FIRST;
+		else if (last)
+			p->opcode = imm ? SWV_OP_WRITE_LAST_IMM : SWV_OP_WRITE_LAST;
+		else
+			p->opcode = SWV_OP_WRITE_MIDDLE;
+		if (first) {
+			p->reth_va = w->remote_addr;
+			p->reth_rkey = w->rkey;
+			p->reth_len = w->length;
+		}
+	}
+	if (last && imm)
+		p->imm = w->imm_data;
+	p->se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
+	p->ackreq = last || since_ackreq + 1 >= SWV_MAX_PKT_PER_ACK;
+	return off;
+}
+
 /* Build and transmit the packet at the cursor for w. Returns 0, EAGAIN (socket full:
  * retry later), or minus an ibv_wc_status when the WQE fails locally. */
 static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, bool *ackreq_out)
@@ -223,40 +267,8 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.ackreq = true;
 		break;
 	default: {
-		uint32_t k = r->cur_pkt;
-		bool first = k == 0, last = k + 1 == w->npkts;
-		bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-		bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
-		uint64_t off = (uint64_t)k * qp->mtu;
-		paylen = (uint32_t)SWV_MIN((uint64_t)qp->mtu, w->length - off);
-		if (send) {
-			if (first && last)
-				p.opcode = imm ? SWV_OP_SEND_ONLY_IMM : SWV_OP_SEND_ONLY;
-			else if (first)
-				p.opcode = SWV_OP_SEND_FIRST;
-			else if (last)
-				p.opcode = imm ? SWV_OP_SEND_LAST_IMM : SWV_OP_SEND_LAST;
-			else
-				p.opcode = SWV_OP_SEND_MIDDLE;
-		} else {
-			if (first && last)
-				p.opcode = imm ? SWV_OP_WRITE_ONLY_IMM : SWV_OP_WRITE_ONLY;
-			else if (first)
-				p.opcode = SWV_OP_WRITE_FIRST;
-			else if (last)
-				p.opcode = imm ? SWV_OP_WRITE_LAST_IMM : SWV_OP_WRITE_LAST;
-			else
-				p.opcode = SWV_OP_WRITE_MIDDLE;
-			if (first) {
-				p.reth_va = w->remote_addr;
-				p.reth_rkey = w->rkey;
-				p.reth_len = w->length;
-			}
-		}
-		if (last && imm)
-			p.imm = w->imm_data;
-		p.se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
-		p.ackreq = last || r->pkts_since_ackreq + 1 >= SWV_MAX_PKT_PER_ACK;
+		uint64_t off = data_pkt_fields(qp, w, r->cur_pkt, r->pkts_since_ackreq, &p);
+		paylen = p.paylen;
 		if (paylen) {
 			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
 				payload = w->inline_data + off;
@@ -284,6 +296,67 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	r->n_pkts++;
 	*ackreq_out = p.ackreq;
 	return 0;
+}
+
+/* GSO fast path (docs/performance.md, "Transport"): up to 'room' packets of the
+ * SEND/WRITE at the cursor, starting at cur_pkt (PSN psn), built back to back -- each a
+ * complete packet with its own BTH, PSN and CRC -- and sent with one UDP_SEGMENT
+ * sendmsg. Returns the number of packets that went out (the cursor is not moved),
+ * 0 when none did (*again set if the socket was full), or minus an ibv_wc_status when
+ * the first packet's payload cannot be gathered. */
+static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t room,
+			 bool *again)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_txrun *run = swv_txrun_begin();
+	uint32_t since = r->pkts_since_ackreq;
+	uint32_t since_after[SWV_EP_GSO_MAX_SEGS];
+
+	*again = false;
+	if (!run)
+		return 0;
+	for (uint32_t k = r->cur_pkt; k < w->npkts && swv_txrun_count(run) < room; k++) {
+		struct swv_pkt p;
+		memset(&p, 0, sizeof(p));
+		p.pkey = SWV_PKEY_DEFAULT;
+		p.dqpn = qp->attr.dest_qp_num;
+		p.psn = swv_psn_add(psn, k - r->cur_pkt);
+		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
+		if (!swv_txrun_fits(run, p.opcode, p.paylen))
+			break;
+		if (p.paylen) {
+			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
+				p.payload = w->inline_data + off;
+			} else {
+				uint8_t *dst = swv_txrun_stage(run, p.paylen);
+				if (!dst)
+					break;
+				int rc = swv_mr_gather(qp->ctx, qp->pd, w->sge, w->num_sge, off, dst,
+						       p.paylen);
+				if (rc) {
+					if (swv_txrun_count(run) == 0)
+						return -rc;
+					break; /* send what was built; the next call reports it */
+				}
+				p.payload = dst;
+			}
+		}
+		if (!swv_txrun_add(run, &p))
+			break;
+		since = p.ackreq ? 0 : since + 1;
+		since_after[swv_txrun_count(run) - 1] = since;
+	}
+	unsigned sent = 0;
+	int rc = swv_txrun_send(run, qp->ep, &qp->peer, &sent);
+	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+		*again = true;
+	else if (rc)
+		/* Like a lost packet: the ACK timeout retries it (see send_packet). */
+		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
+	if (sent)
+		r->pkts_since_ackreq = since_after[sent - 1];
+	r->n_pkts += sent;
+	return (int)sent;
 }
 
 /* The head WQE failed locally (e.g. LOC_PROT_ERR while gathering): complete it and
@@ -341,6 +414,41 @@ void swv_req_run(struct swv_qp *qp)
 			r->next_psn = swv_psn_add(r->next_psn, w->npkts);
 			w->state = SWV_WQE_STARTED;
 			r->started = r->cur + 1;
+		}
+		/* Two or more packets of a SEND/WRITE left (past a WRITE's FIRST, whose RETH
+		 * makes it longer than the rest): send them as one GSO run. */
+		bool data_op = !is_rd_atomic(w->opcode);
+		bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
+						       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+		if (data_op && !write_first && w->npkts - r->cur_pkt >= 2 &&
+		    swv_ep_gso_usable(qp->ep)) {
+			uint32_t room = (swv_psn_add(r->una_psn, r->window) - psn) & SWV_PSN_MASK;
+			bool again = false;
+			int n = send_data_run(qp, w, psn, room, &again);
+			if (n < 0) {
+				w->state = SWV_WQE_ERROR;
+				w->status = (uint32_t)-n;
+				if (qp->sq.head == r->cur)
+					fail_head(qp, -n);
+				break;
+			}
+			if (n > 0) {
+				sent = true;
+				uint32_t end = swv_psn_add(psn, (uint32_t)n);
+				r->cur_pkt += (uint32_t)n;
+				if (r->cur_pkt == w->npkts) {
+					r->cur++;
+					r->cur_pkt = 0;
+				}
+				if (swv_psn_cmp(end, r->sent_psn) > 0)
+					r->sent_psn = end;
+			}
+			if (again) {
+				r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+				break;
+			}
+			if (n > 0)
+				continue;
 		}
 		bool ackreq = false;
 		int rc = send_packet(qp, w, psn, &ackreq);
