@@ -15,6 +15,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/mr.h"
+#include "util/tsan.h"
 #include "core/pd.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -379,8 +380,11 @@ int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rke
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
 	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE);
-	if (mr)
+	if (mr) {
+		SWV_REMOTE_ACCESS_BEGIN();
 		memcpy(host_addr(mr, va), src, len);
+		SWV_REMOTE_ACCESS_END();
+	}
 	pthread_rwlock_unlock(&t->lock);
 	return mr ? 0 : EACCES;
 }
@@ -393,8 +397,11 @@ int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
 	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ);
-	if (mr)
+	if (mr) {
+		SWV_REMOTE_ACCESS_BEGIN();
 		memcpy(dst, host_addr(mr, va), len);
+		SWV_REMOTE_ACCESS_END();
+	}
 	pthread_rwlock_unlock(&t->lock);
 	return mr ? 0 : EACCES;
 }
@@ -416,13 +423,17 @@ int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rk
 		uint64_t *p = (uint64_t *)host_addr(mr, va);
 		if ((uintptr_t)p & 7) {
 			rc = EINVAL;
-		} else if (cmp_swap) {
-			uint64_t expected = cmp;
-			__atomic_compare_exchange_n(p, &expected, swap_add, false, __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
-			*orig = expected; /* the value found, whether or not it was swapped */
 		} else {
-			*orig = __atomic_fetch_add(p, swap_add, __ATOMIC_SEQ_CST);
+			SWV_REMOTE_ACCESS_BEGIN();
+			if (cmp_swap) {
+				uint64_t expected = cmp;
+				__atomic_compare_exchange_n(p, &expected, swap_add, false,
+							    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+				*orig = expected; /* found value, swapped or not */
+			} else {
+				*orig = __atomic_fetch_add(p, swap_add, __ATOMIC_SEQ_CST);
+			}
+			SWV_REMOTE_ACCESS_END();
 		}
 	}
 	pthread_rwlock_unlock(&t->lock);

@@ -202,6 +202,7 @@ static void *progress_main(void *arg)
 		 * waited for by swv_progress_sync until seq turns even again. */
 		atomic_fetch_add(&pr->seq, 1);
 
+		(void)atomic_load_explicit(&pr->ep_gen, memory_order_acquire);
 		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
 		uint64_t now = swv_now_ns();
 		atomic_store_explicit(&pr->last_iter_ns, now, memory_order_relaxed);
@@ -332,6 +333,7 @@ int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
 	if (!ep)
 		return EINVAL;
 	swv_ep_enable_gro(ep); /* only this thread receives: it splits coalesced datagrams */
+	atomic_fetch_add_explicit(&ctx->progress.ep_gen, 1, memory_order_release);
 	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
 		return errno;
 	return 0;

@@ -53,6 +53,10 @@ struct swv_progress {
 	_Atomic uint64_t last_iter_ns; /* when the last iteration looked at the clock (tests) */
 	_Atomic uint32_t seq;          /* odd during an iteration; futex word for sync */
 	_Atomic uint32_t sync_waiters; /* threads blocked in swv_progress_sync */
+	/* Bumped (release) once an endpoint is fully set up, before it joins epoll; read
+	 * (acquire) after every wait. The kernel already orders epoll_ctl before the event,
+	 * but C11 (and ThreadSanitizer) need this edge to see the endpoint's fields. */
+	_Atomic uint32_t ep_gen;
 	/* receive statistics (progress thread writes, anyone reads) */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
 	_Atomic uint64_t wakeups;      /* eventfd writes by kicks (statistics) */
