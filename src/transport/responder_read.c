@@ -11,10 +11,12 @@
 #include "core/completion.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "net/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/responder.h"
 #include "transport/responder_int.h"
+#include "transport/txrun.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -29,8 +31,8 @@
  * socket is full the rest of the burst would be lost as well: stop, the requester
  * asks again from the first missing PSN (and that replay then does the counting).
  */
-static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r, uint64_t va,
-				      uint32_t len, uint32_t psn, bool fresh)
+static enum swv_resp_err read_respond_each(struct swv_qp *qp, struct swv_resp_res *r,
+					   uint64_t va, uint32_t len, uint32_t psn, bool fresh)
 {
 	uint8_t buf[4096];
 	uint32_t mtu = swv_resp_mtu(qp);
@@ -65,6 +67,85 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		}
 		off += chunk;
 	}
+	return SWV_RESP_OK;
+}
+
+/* Opcode of response packet k of n (see read_respond_each). */
+static uint8_t read_resp_op(uint32_t k, uint32_t n, bool fresh)
+{
+	if (n == 1)
+		return fresh ? SWV_OP_READ_RESP_ONLY : SWV_OP_READ_RESP_LAST;
+	if (k == 0)
+		return fresh ? SWV_OP_READ_RESP_FIRST : SWV_OP_READ_RESP_MIDDLE;
+	return k == n - 1 ? SWV_OP_READ_RESP_LAST : SWV_OP_READ_RESP_MIDDLE;
+}
+
+/* Send the run holding response packets k0.. of n; false when the socket was full
+ * (the rest of the burst is dropped, as read_respond_each does). */
+static bool read_flush(struct swv_qp *qp, struct swv_txrun *run, uint32_t k0, uint32_t n)
+{
+	unsigned sent = 0;
+	int rc = swv_txrun_send(run, qp->ep, &qp->peer, &sent);
+	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS) {
+		qp->resp.stats.dropped += n - (k0 + sent);
+		return false;
+	}
+	if (rc) /* lost like any datagram: the requester re-asks */
+		swv_log(SWV_LOG_DEBUG, "responder: qp %#x READ responses: %d\n", qp->qpn, rc);
+	return true;
+}
+
+/* read_respond_each with the packets grouped into GSO runs (transport/txrun.h): the
+ * same packets, PSNs, data and counting, in fewer system calls. */
+static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r, uint64_t va,
+				      uint32_t len, uint32_t psn, bool fresh)
+{
+	uint32_t mtu = swv_resp_mtu(qp);
+	uint32_t n = swv_resp_read_npkts(len, mtu);
+	struct swv_txrun *run = n > 1 && swv_ep_gso_usable(qp->ep) ? swv_txrun_begin() : NULL;
+	uint64_t off = 0;
+	uint32_t k0 = 0;
+
+	if (!run)
+		return read_respond_each(qp, r, va, len, psn, fresh);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t chunk = (uint32_t)SWV_MIN((uint64_t)mtu, len - off);
+		struct swv_pkt p;
+
+		memset(&p, 0, sizeof(p));
+		p.opcode = SWV_OP_RC | read_resp_op(k, n, fresh);
+		p.pkey = SWV_PKEY_DEFAULT;
+		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
+		p.psn = swv_psn_add(psn, k);
+		p.aeth_syndrome = SWV_AETH_ACK;
+		p.aeth_msn = qp->resp.msn & SWV_PSN_MASK;
+		p.paylen = chunk;
+		if (!swv_txrun_fits(run, p.opcode, chunk)) {
+			if (!read_flush(qp, run, k0, n))
+				return SWV_RESP_OK;
+			run = swv_txrun_begin();
+			k0 = k;
+		}
+		uint8_t *dst = swv_txrun_stage(run, chunk);
+		/* re-checked per packet: an MR deregistered meanwhile is never read */
+		if (chunk && (!dst || swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, dst,
+							 chunk))) {
+			(void)read_flush(qp, run, k0, n); /* what was read before goes out */
+			return SWV_RESP_ERR_ACCESS;
+		}
+		if (k == n - 1 && !r->counted && p.psn == r->last_psn) {
+			r->counted = true;
+			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, r->len);
+		}
+		p.payload = dst;
+		if (!swv_txrun_add(run, &p)) {
+			swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn,
+				p.opcode);
+			return SWV_RESP_OK;
+		}
+		off += chunk;
+	}
+	(void)read_flush(qp, run, k0, n);
 	return SWV_RESP_OK;
 }
 
