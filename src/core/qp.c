@@ -295,9 +295,9 @@ static bool same_peer(const struct sockaddr_in *a, const struct sockaddr_in *b)
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
+/* One packet, qp->lock held. */
+static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
 {
-	pthread_mutex_lock(&qp->lock);
 	bool request = pkt->flags & SWV_OPF_REQUEST;
 	bool response = pkt->flags & SWV_OPF_RESPONSE;
 	enum ibv_qp_state st = qp->state;
@@ -319,9 +319,26 @@ void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockad
 	} else {
 		goto drop;
 	}
-	pthread_mutex_unlock(&qp->lock);
 	return;
 drop:
 	atomic_fetch_add_explicit(&qp->rx_dropped, 1, memory_order_relaxed);
+}
+
+void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
+		     const struct sockaddr_in *const *srcs, unsigned n)
+{
+	pthread_mutex_lock(&qp->lock);
+	/* One lock hold for the batch; the responder sends one ACK for the batch's
+	 * latest AckReq instead of one per packet (ACKs are cumulative). */
+	qp->resp.ack_defer = true;
+	for (unsigned i = 0; i < n; i++)
+		qp_rx_locked(qp, pkts[i], srcs[i]);
+	qp->resp.ack_defer = false;
+	swv_resp_flush_ack(qp);
 	pthread_mutex_unlock(&qp->lock);
+}
+
+void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
+{
+	swv_qp_rx_batch(qp, &pkt, &src, 1);
 }

@@ -133,6 +133,10 @@ int swv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr 
 
 /* Progress thread entry points (qp->lock not held on entry). */
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
+/* n packets for qp in arrival order (pkts[i] from srcs[i]) under one lock hold, with
+ * the responder's ACKs coalesced over the batch. */
+void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
+		     const struct sockaddr_in *const *srcs, unsigned n);
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
 
 /* Move to ERR (qp->lock held): flush both queues with IBV_WC_WR_FLUSH_ERR (through

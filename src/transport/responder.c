@@ -174,6 +174,9 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	size_t hlen;
 	int rc;
 
+	/* A deferred ACK goes first: responses leave in the order they were decided. */
+	if (qp->resp.ack_pending)
+		swv_resp_flush_ack(qp);
 	memset(&p, 0, sizeof(p));
 	p.opcode = opcode;
 	p.pkey = SWV_PKEY_DEFAULT;
@@ -201,6 +204,16 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 static void resp_ack(struct swv_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, psn, syndrome, 0, NULL, 0);
+}
+
+void swv_resp_flush_ack(struct swv_qp *qp)
+{
+	struct swv_resp_state *s = &qp->resp;
+
+	if (!s->ack_pending)
+		return;
+	s->ack_pending = false; /* before sending: swv_resp_send flushes pending ACKs */
+	resp_ack(qp, SWV_AETH_ACK, s->ack_psn);
 }
 
 void swv_resp_remote_done(struct swv_qp *qp, enum swv_cntr_slot slot, bool ok, uint64_t bytes)
@@ -568,9 +581,17 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	s->last_opcode = pkt->opcode;
 	if (!(cls & SWV_RQ_READ)) /* a READ moved epsn past its response PSNs */
 		s->epsn = swv_psn_add(pkt->psn, 1);
-	/* coalesced ACKs: only where the requester asked (READ/atomic answered already) */
-	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq)
-		resp_ack(qp, SWV_AETH_ACK, pkt->psn);
+	/* coalesced ACKs: only where the requester asked (READ/atomic answered already),
+	 * and within a received batch only once, for its latest PSN (ack_defer) */
+	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq) {
+		if (s->ack_defer) {
+			s->acks_coalesced += s->ack_pending;
+			s->ack_pending = true;
+			s->ack_psn = pkt->psn;
+		} else {
+			resp_ack(qp, SWV_AETH_ACK, pkt->psn);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- UC */

@@ -65,6 +65,14 @@ struct swv_resp_state {
 	struct swv_resp_res res[SWV_MAX_RD_ATOMIC];
 	uint32_t res_next;
 	struct swv_resp_stats stats;
+	/* ACK coalescing (RC): while ack_defer is set (the progress thread is handing
+	 * over a batch of received packets), the plain ACK an AckReq asks for is only
+	 * recorded; swv_resp_flush_ack sends one ACK for the latest such PSN at the end
+	 * of the batch (ACKs are cumulative). Any other response sends it first. */
+	bool ack_defer;
+	bool ack_pending;
+	uint32_t ack_psn;
+	uint64_t acks_coalesced; /* ACKs saved by coalescing (statistics) */
 };
 
 /* Handle one request packet (RC/UC/UD). */
@@ -72,6 +80,8 @@ void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt);
 /* Same, with the datagram's source address: UD uses it for the GRH written in front of
  * the payload and for wc.slid. src may be NULL (GRH then carries no source). */
 void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
+/* Send the ACK deferred by ack_defer, if any (qp->lock held). */
+void swv_resp_flush_ack(struct swv_qp *qp);
 /* Reset responder state (RESET, INIT->RTR with a new rq_psn: epsn = attr.rq_psn). */
 void swv_resp_reset(struct swv_qp *qp);
 
