@@ -14,6 +14,7 @@
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/qp.h"
+#include "net/endpoint.h"
 #include "progress/progress.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -281,10 +282,12 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns)
 {
 	pthread_mutex_lock(&qp->lock);
+	swv_ep_batch_begin(); /* a retransmission of small packets leaves in one call */
 	if (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)
 		swv_req_timer(qp, now_ns);
 	else
 		swv_qp_set_timer(qp, 0);
+	swv_ep_batch_end();
 	pthread_mutex_unlock(&qp->lock);
 }
 
@@ -329,12 +332,16 @@ void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 {
 	pthread_mutex_lock(&qp->lock);
 	/* One lock hold for the batch; the responder sends one ACK for the batch's
-	 * latest AckReq instead of one per packet (ACKs are cumulative). */
+	 * latest AckReq instead of one per packet (ACKs are cumulative), and the small
+	 * datagrams the batch produces (ACKs, requests the completer lets out, small READ
+	 * responses) leave in one sendmmsg before the lock is released. */
+	swv_ep_batch_begin();
 	qp->resp.ack_defer = true;
 	for (unsigned i = 0; i < n; i++)
 		qp_rx_locked(qp, pkts[i], srcs[i]);
 	qp->resp.ack_defer = false;
 	swv_resp_flush_ack(qp);
+	swv_ep_batch_end();
 	pthread_mutex_unlock(&qp->lock);
 }
 

@@ -280,12 +280,145 @@ static int fault_send(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	return rc;
 }
 
+/* ------------------------------------------------------------------ tx batching */
+
+#define TXB_MAX 64
+
+struct tx_batch {
+	int depth;       /* nested begin calls */
+	unsigned n;      /* datagrams queued */
+	size_t used;     /* bytes of buf in use */
+	struct {
+		struct swv_endpoint *ep;
+		struct sockaddr_in dst;
+	} e[TXB_MAX];
+	struct mmsghdr m[TXB_MAX];
+	struct iovec v[TXB_MAX];
+	uint8_t buf[TXB_MAX * SWV_EP_BATCH_SMALL];
+};
+
+static __thread struct tx_batch *txb;
+static pthread_key_t txb_key;
+static pthread_once_t txb_once = PTHREAD_ONCE_INIT;
+static bool txb_key_ok;
+
+static void txb_key_init(void)
+{
+	txb_key_ok = pthread_key_create(&txb_key, free) == 0;
+}
+
+static void txb_flush(struct tx_batch *b)
+{
+	unsigned i = 0;
+	while (i < b->n) {
+		/* One sendmmsg per run of datagrams for the same endpoint. */
+		unsigned j = i + 1;
+		while (j < b->n && b->e[j].ep == b->e[i].ep)
+			j++;
+		for (unsigned k = i; k < j; k++) {
+			b->m[k].msg_hdr.msg_name = &b->e[k].dst;
+			b->m[k].msg_hdr.msg_namelen = sizeof(b->e[k].dst);
+			b->m[k].msg_hdr.msg_iov = &b->v[k];
+			b->m[k].msg_hdr.msg_iovlen = 1;
+			b->m[k].msg_hdr.msg_control = NULL;
+			b->m[k].msg_hdr.msg_controllen = 0;
+			b->m[k].msg_hdr.msg_flags = 0;
+		}
+		unsigned k = i;
+		while (k < j) {
+			int r = sendmmsg(b->e[i].ep->fd, b->m + k, j - k, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (r > 0) {
+				k += (unsigned)r;
+				continue;
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			/* Refused (full buffer, ...): this datagram is lost; try the rest. */
+			swv_log(SWV_LOG_DEBUG, "endpoint %u: batched send: %s", b->e[i].ep->port,
+				r < 0 ? strerror(errno) : "nothing sent");
+			k++;
+		}
+		i = j;
+	}
+	b->n = 0;
+	b->used = 0;
+}
+
+void swv_ep_batch_begin(void)
+{
+	struct tx_batch *b = txb;
+	if (!b) {
+		pthread_once(&txb_once, txb_key_init);
+		if (!txb_key_ok)
+			return;
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(txb_key, b)) {
+			free(b);
+			return; /* no batching on this thread: sends go out at once */
+		}
+		txb = b;
+	}
+	b->depth++;
+}
+
+void swv_ep_batch_end(void)
+{
+	struct tx_batch *b = txb;
+	if (!b || b->depth == 0)
+		return;
+	if (--b->depth == 0 && b->n)
+		txb_flush(b);
+}
+
+/* Queue a small datagram in this thread's open batch: true if it was taken. */
+static bool txb_queue(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		      const struct iovec *iov, int iovcnt)
+{
+	struct tx_batch *b = txb;
+	if (!b || !b->depth || ep->fault)
+		return false;
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	if (total > SWV_EP_BATCH_SMALL) {
+		if (b->n)
+			txb_flush(b); /* what was queued before leaves first */
+		return false;
+	}
+	if (b->n == TXB_MAX)
+		txb_flush(b);
+	uint8_t *d = b->buf + b->used;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(d, iov[i].iov_base, iov[i].iov_len);
+		d += iov[i].iov_len;
+	}
+	b->e[b->n].ep = ep;
+	b->e[b->n].dst = *dst;
+	b->v[b->n].iov_base = b->buf + b->used;
+	b->v[b->n].iov_len = total;
+	b->used += SWV_EP_BATCH_SMALL; /* fixed slots: simple, and buf never overflows */
+	b->n++;
+	return true;
+}
+
+/* A datagram that is not queued: whatever is queued on this thread goes first. */
+static inline void txb_drain(void)
+{
+	struct tx_batch *b = txb;
+	if (b && b->n)
+		txb_flush(b);
+}
+
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt)
 {
 	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
 			 iovcnt > EP_MAX_IOV))
 		return EINVAL;
+	if (txb_queue(ep, dst, iov, iovcnt))
+		return 0;
+	txb_drain();
 	if (swv_likely(!ep->fault))
 		return raw_send(ep->fd, dst, iov, iovcnt);
 
@@ -481,6 +614,7 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		return EINVAL;
 	if (nseg == 1 || !swv_ep_gso_usable(ep))
 		return send_each(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
+	txb_drain(); /* keep this thread's datagrams in order */
 
 	union {
 		char buf[CMSG_SPACE(sizeof(uint16_t))];

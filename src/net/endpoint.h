@@ -100,6 +100,23 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
  * runs that would be sent one by one anyway). */
 bool swv_ep_gso_usable(const struct swv_endpoint *ep);
 
+/*
+ * Transmit batching. Between swv_ep_batch_begin and swv_ep_batch_end (nestable,
+ * per thread), small datagrams (<= SWV_EP_BATCH_SMALL bytes: ACKs, small requests,
+ * small READ responses) given to swv_ep_send are copied into a per-thread batch and
+ * sent together, one sendmmsg per endpoint, when the outermost scope ends (or the batch
+ * fills up). Anything else sent in the scope (large datagrams, GSO runs) first sends
+ * what is queued, so each thread's datagrams leave in the order it sent them. Inside a
+ * scope swv_ep_send returns 0 for a queued datagram; if it is then refused (socket
+ * buffer full), it is lost like any datagram on the wire and the reliability protocol
+ * recovers it. Endpoints with a fault injector are never batched. Use it around work
+ * done under a lock that orders the packets (the QP lock), and end it before
+ * releasing that lock.
+ */
+#define SWV_EP_BATCH_SMALL 512
+void swv_ep_batch_begin(void);
+void swv_ep_batch_end(void);
+
 /* Receive: turn on UDP_GRO (unless SWVERBS_GSO=0) so that a run of packets arrives
  * as one coalesced datagram; swv_ep_recv_segs then hands back one descriptor per
  * packet. Only the receiving thread may call these; the old swv_ep_recv_batch must
