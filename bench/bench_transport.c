@@ -17,6 +17,7 @@
  *   usage: bench_transport [-d device] [-t seconds] [-o test,...]
  *   tests: udp,udplat,w64k,w1m,s64k,r64k,wrate,lat (default: all)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -70,6 +71,38 @@ static uint64_t proc_cpu_ns(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/* CPU time of this process's swverbs progress threads (named "swv-progress"), read
+ * through the per-thread CPU clock Linux derives from a thread id. It measures what
+ * the transport itself costs, independently of how busy the machine is. */
+static uint64_t progress_cpu_ns(void)
+{
+	uint64_t sum = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		if (strncmp(comm, "swv-progress", 12))
+			continue;
+		pid_t tid = (pid_t)atoi(e->d_name);
+		clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6); /* CPUCLOCK_SCHED */
+		struct timespec ts;
+		if (clock_gettime(cid, &ts) == 0)
+			sum += (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	closedir(d);
+	return sum;
 }
 
 static void xfer(int sock, void *p, size_t n, bool out)
@@ -432,6 +465,8 @@ static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 
 struct rdma_result {
 	double mibs, msgs_per_s, cpu_pct, lat_us;
+	uint64_t msgs;         /* messages (or round trips) measured */
+	uint64_t prog_cpu_ns;  /* progress-thread CPU of both processes during the test */
 };
 
 /* Stream op of 'size' with up to 'window' in flight, every 'sig_every'th WR signaled. */
@@ -472,6 +507,7 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 		.mibs = (double)posted * size / ((double)t / 1e9) / (1024.0 * 1024.0),
 		.msgs_per_s = (double)posted / ((double)t / 1e9),
 		.cpu_pct = 100.0 * (double)c / (double)t,
+		.msgs = posted,
 	};
 	return r;
 }
@@ -509,6 +545,7 @@ static struct rdma_result pingpong(struct side *s, uint32_t size)
 		.msgs_per_s = (double)iters / ((double)t / 1e9),
 		.lat_us = (double)t / 1e3 / (double)iters / 2.0,
 		.cpu_pct = 100.0 * (double)c / (double)t,
+		.msgs = iters,
 	};
 	return r;
 }
@@ -542,7 +579,10 @@ static void target(int ctl, const char *dev, const bool *want)
 		} else {
 			send_u64(ctl, 1);
 		}
+		uint64_t c0 = progress_cpu_ns();
+		(void)recv_u64(ctl); /* initiator started */
 		(void)recv_u64(ctl); /* initiator finished */
+		send_u64(ctl, progress_cpu_ns() - c0);
 	}
 	ibv_destroy_qp(s.qp);
 	ibv_dereg_mr(s.mr);
@@ -647,6 +687,8 @@ int main(int argc, char **argv)
 			continue;
 		send_u64(ctl, (uint64_t)t);
 		(void)recv_u64(ctl); /* target ready */
+		send_u64(ctl, 1);    /* starting (the target samples its CPU clocks) */
+		uint64_t pc0 = progress_cpu_ns();
 		switch (t) {
 		case T_W64K:
 			rr[t] = stream(&s, IBV_WR_RDMA_WRITE, 65536, 64, 1);
@@ -667,7 +709,9 @@ int main(int argc, char **argv)
 			rr[t] = pingpong(&s, LAT_SIZE);
 			break;
 		}
+		uint64_t pc = progress_cpu_ns() - pc0;
 		send_u64(ctl, 1);
+		rr[t].prog_cpu_ns = pc + recv_u64(ctl);
 	}
 	send_u64(ctl, NTESTS);
 
@@ -700,6 +744,21 @@ int main(int argc, char **argv)
 	for (int t = T_W64K; t < NTESTS; t++)
 		if (want[t])
 			printf(" %s %.0f%%", test_name[t], rr[t].cpu_pct);
+	printf("\n");
+	/* What the transport costs, whatever else runs on the machine: CPU time of both
+	 * progress threads per message (and per MiB for the bandwidth tests). */
+	printf("progress-thread CPU, both processes:");
+	for (int t = T_W64K; t < NTESTS; t++) {
+		if (!want[t] || !rr[t].msgs)
+			continue;
+		double us = (double)rr[t].prog_cpu_ns / 1e3 / (double)rr[t].msgs;
+		static const uint32_t sz[NTESTS] = {[T_W64K] = 65536, [T_W1M] = 1u << 20,
+						    [T_S64K] = 65536, [T_R64K] = 65536};
+		if (sz[t])
+			printf(" %s %.0f us/MiB", test_name[t], us * (1048576.0 / sz[t]));
+		else
+			printf(" %s %.2f us/msg", test_name[t], us);
+	}
 	printf("\n");
 
 	ibv_destroy_qp(s.qp);
