@@ -1,11 +1,9 @@
-/* ibv_get_async_event / ibv_ack_async_event over the context's async pipe. */
+/* ibv_get_async_event / ibv_ack_async_event over the context's event queue (core/async.h). */
 #include <errno.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include "core/async.h"
 #include "core/context.h"
-#include "core/cq.h"
 #include "util/compiler.h"
 
 SWV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
@@ -14,16 +12,9 @@ SWV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async
 		errno = EINVAL;
 		return -1;
 	}
-	/* Blocks unless the application made async_fd non-blocking (then EAGAIN). */
-	ssize_t n = read(context->async_fd, event, sizeof(*event));
-	if (n != (ssize_t)sizeof(*event)) {
-		if (n >= 0)
-			errno = EIO;
-		return -1;
-	}
-	if (swv_async_kind_of(event->event_type) == SWV_ASYNC_CQ && event->element.cq)
-		atomic_fetch_add(&to_swv_cq(event->element.cq)->async_events_reported, 1);
-	return 0;
+	/* Blocks unless the application made async_fd non-blocking (then EAGAIN). The
+	 * event is counted on its object, whose destroy then waits for the ack. */
+	return swv_async_get(to_swv_ctx(context), event);
 }
 
 static void ack_obj(pthread_mutex_t *m, pthread_cond_t *c, uint32_t *count)

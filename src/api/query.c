@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/srq.h"
 #include "transport/responder.h"
 #include "util/compiler.h"
 
@@ -31,6 +32,11 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	 * numbers checked (swv_av_resolve rejects port_num != 1). */
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_UD_AV_PORT_ENFORCE;
+	/* SRQs, resizable with ibv_modify_srq(IBV_SRQ_MAX_WR) (core/srq.h) */
+	a->device_cap_flags |= IBV_DEVICE_SRQ_RESIZE;
+	a->max_srq = SWV_MAX_SRQ;
+	a->max_srq_wr = SWV_SRQ_MAX_WR;
+	a->max_srq_sge = SWV_SRQ_MAX_SGE;
 	a->max_sge = SWV_DEV_MAX_SGE;
 	a->max_sge_rd = SWV_DEV_MAX_SGE;
 	a->max_cq = SWV_DEV_MAX_CQ;
@@ -42,7 +48,7 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->max_res_rd_atom = SWV_MAX_QP * SWV_MAX_RD_ATOMIC;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SWV_DEV_MAX_AH;
-	/* No SRQ, MW, multicast or EE yet: 0 says so. */
+	/* No MW, multicast or EE yet: 0 says so. */
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;

@@ -1,43 +1,50 @@
 /*
- * Shared receive queues are not built yet: ibv_query_device reports max_srq = 0 and
- * creating one answers EOPNOTSUPP, as libibverbs does for a provider without SRQ
- * support (ibv_srq_pingpong then prints "Couldn't create SRQ"; perftest --use-srq
- * fails the same way). The inline ibv_create_srq_ex sends basic SRQs here too, and
- * the XRC kind through vctx->create_srq_ex, which swverbs leaves NULL (EOPNOTSUPP).
- *
- * Since no SRQ can exist, the other calls can only be handed a foreign pointer; they
- * refuse without touching it. ibv_post_srq_recv is inline and calls
- * ctx->ops.post_srq_recv, which core sets to a function answering EOPNOTSUPP.
- *
- * This file is a placeholder: whoever builds SRQs replaces it (core/srq*.c plus the
- * real entry points).
+ * Exported SRQ entry points: argument checks and errno conventions (ibv_create_srq
+ * returns NULL + errno, the others 0 or a positive errno); the work is in
+ * src/core/srq.c. ibv_post_srq_recv is inline and reaches ctx->ops.post_srq_recv;
+ * ibv_create_srq_ex is inline too and sends basic SRQs on a PD here, anything else
+ * to verbs_context.create_srq_ex (core/srq.c: XRC and tag matching are EOPNOTSUPP).
+ * ibv_get_srq_num goes to verbs_context.get_srq_num, which swverbs leaves NULL
+ * (EOPNOTSUPP, as rxe): SRQ numbers only exist to address XRC SRQs.
  */
 #include <errno.h>
 #include <stddef.h>
 
 #include <infiniband/verbs.h>
 
+#include "core/pd.h"
+#include "core/srq.h"
 #include "util/compiler.h"
 
 SWV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 					  struct ibv_srq_init_attr *srq_init_attr)
 {
-	errno = (pd && srq_init_attr) ? EOPNOTSUPP : EINVAL;
-	return NULL;
+	if (!pd || !srq_init_attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct swv_srq *srq =
+		swv_srq_create(to_swv_pd(pd), &srq_init_attr->attr, srq_init_attr->srq_context);
+	return srq ? &srq->ibsrq : NULL;
 }
 
 SWV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
 {
-	(void)srq_attr_mask;
-	return (srq && srq_attr) ? EOPNOTSUPP : EINVAL;
+	if (!srq || !srq_attr)
+		return EINVAL;
+	return swv_srq_modify(to_swv_srq(srq), srq_attr, srq_attr_mask);
 }
 
 SWV_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 {
-	return (srq && srq_attr) ? EOPNOTSUPP : EINVAL;
+	if (!srq || !srq_attr)
+		return EINVAL;
+	return swv_srq_query(to_swv_srq(srq), srq_attr);
 }
 
 SWV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
-	return srq ? EOPNOTSUPP : EINVAL;
+	if (!srq)
+		return EINVAL;
+	return swv_srq_destroy(to_swv_srq(srq));
 }

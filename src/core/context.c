@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/qp.h"
+#include "core/srq.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -102,7 +103,6 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 struct swv_context *swv_ctx_open(struct swv_device *dev)
 {
 	struct swv_context *ctx = calloc(1, sizeof(*ctx));
-	int pfd[2] = {-1, -1};
 	int rc;
 
 	if (!ctx) {
@@ -122,7 +122,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ib->ops.req_notify_cq = swv_req_notify_cq;
 	ib->ops.post_send = swv_post_send;
 	ib->ops.post_recv = swv_post_recv;
-	ib->ops.post_srq_recv = swv_post_srq_recv_unsupported;
+	ib->ops.post_srq_recv = swv_post_srq_recv;
 	/* No kernel command channel exists; -1 is never a valid fd to misuse. */
 	ib->cmd_fd = -1;
 	ib->num_comp_vectors = 1;
@@ -134,19 +134,15 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.query_port = swv_query_port;
 	ctx->vctx.query_device_ex = swv_query_device_ex;
 	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
+	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
+	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
+	ctx->vctx.create_srq_ex = swv_create_srq_ex;
 
-	/* Async events: the read end is what programs poll/read (blocking unless they set
-	 * O_NONBLOCK); the write end never blocks so producers cannot stall. */
-	if (pipe2(pfd, O_CLOEXEC)) {
-		rc = errno;
+	/* Async events: a queue whose events destroy can withdraw (core/async.h);
+	 * async_fd is what programs poll. */
+	rc = swv_async_init(&ctx->async, &ib->async_fd);
+	if (rc)
 		goto err_pipe;
-	}
-	if (fcntl(pfd[1], F_SETFL, O_NONBLOCK)) {
-		rc = errno;
-		goto err_mr;
-	}
-	ib->async_fd = pfd[0];
-	ctx->async_wfd = pfd[1];
 
 	rc = swv_mr_table_init(&ctx->mrs);
 	if (rc)
@@ -168,8 +164,7 @@ err_port:
 err_progress:
 	swv_mr_table_destroy(&ctx->mrs);
 err_mr:
-	close(pfd[0]);
-	close(pfd[1]);
+	swv_async_fini(&ctx->async);
 err_pipe:
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);

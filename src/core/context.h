@@ -1,7 +1,7 @@
 /*
  * Device context (ibv_open_device). Owner: core.
  * Owns the UDP endpoints, the QP-number table, the MR table, the progress thread,
- * the async event pipe and the completion counters created on it.
+ * the async event queue and the completion counters created on it.
  */
 #ifndef SWV_CORE_CONTEXT_H
 #define SWV_CORE_CONTEXT_H
@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/async.h"
 #include "core/device.h"
 #include "core/mr.h"
 #include "net/addr.h"
@@ -51,7 +52,8 @@ struct swv_context {
 	struct swv_mr_table mrs;
 	struct swv_progress progress;
 
-	int async_wfd; /* write end; read end is ibctx.async_fd */
+	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
+	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */
 
 	pthread_mutex_t cntr_lock; /* protects cntr_list, ncntrs, next_cntr_handle */
 	struct swv_list cntr_list;
@@ -69,7 +71,7 @@ static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
 
 /* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Open
  * returns NULL + errno. Close stops the progress thread first, then releases counters,
- * sockets, leftover MRs and the async pipe. */
+ * sockets, leftover MRs and the async event queue. */
 struct swv_context *swv_ctx_open(struct swv_device *dev);
 void swv_ctx_close(struct swv_context *ctx);
 

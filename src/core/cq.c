@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/async.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"
@@ -160,7 +161,9 @@ int swv_cq_destroy(struct swv_cq *cq)
 		reported = cq->comp_events_reported;
 		pthread_mutex_unlock(&ch->lock);
 	}
-	uint32_t async_reported = atomic_load(&cq->async_events_reported);
+	/* Unread CQ_ERR events about this CQ are withdrawn (core/async.h), so none can
+	 * hand the application a freed CQ later; the ones it read must be acked. */
+	uint32_t async_reported = swv_async_withdraw(to_swv_ctx(ib->context), SWV_ASYNC_CQ, ib);
 	/* As rdma-core: wait until the application acked every event it was given. */
 	pthread_mutex_lock(&ib->mutex);
 	while (ib->comp_events_completed != reported ||

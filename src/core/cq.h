@@ -54,7 +54,7 @@ struct swv_cq {
 	struct swv_list ch_entry;     /* in channel->ready while ch_pending > 0 */
 	unsigned ch_pending;          /* events queued, not yet taken by ibv_get_cq_event */
 	uint32_t comp_events_reported; /* events handed to the application */
-	_Atomic uint32_t async_events_reported; /* CQ async events handed out (async.c) */
+	uint32_t async_events_reported; /* CQ async events handed out; under ctx->async.lock */
 };
 
 static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)

@@ -14,6 +14,8 @@
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/qp.h"
+#include "core/srq.h"
+#include "net/addr.h"
 #include "net/endpoint.h"
 #include "progress/progress.h"
 #include "transport/opcode.h"
@@ -57,10 +59,11 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	struct swv_qp *qp = NULL;
 	int rc;
 
-	if (attr->qp_type != IBV_QPT_RC) {
-		/* UC and UD are not implemented yet; a device without them says so. */
-		rc = (attr->qp_type == IBV_QPT_UC || attr->qp_type == IBV_QPT_UD ||
-		      attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV ||
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
+		/* XRC, raw packet and driver QPs are not implemented; a device without
+		 * them says so. */
+		rc = (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV ||
 		      attr->qp_type == IBV_QPT_RAW_PACKET || attr->qp_type == IBV_QPT_DRIVER)
 			     ? EOPNOTSUPP
 			     : EINVAL;
@@ -72,9 +75,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 		rc = EINVAL;
 		goto fail;
 	}
-	if (attr->srq) {
-		/* No SRQ object can exist yet (ibv_create_srq is EOPNOTSUPP). */
-		rc = EOPNOTSUPP;
+	if (attr->srq && attr->srq->context != pd->ibpd.context) {
+		rc = EINVAL;
 		goto fail;
 	}
 	rc = check_caps(&attr->cap, attr->srq != NULL);
@@ -101,11 +103,22 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	if (cap.max_inline_data < sge_bytes)
 		cap.max_inline_data = SWV_MIN(sge_bytes, SWV_QP_MAX_INLINE);
 	uint32_t room = SWV_MAX(sge_bytes, cap.max_inline_data);
+	if (attr->srq) {
+		/* Receives come from the SRQ: no RQ of its own, and the caps say so (the
+		 * requested receive caps are ignored, as rdma-core's providers report). */
+		cap.max_recv_wr = 0;
+		cap.max_recv_sge = 0;
+	}
 	qp->cap = cap;
 
 	rc = wq_init(&qp->sq, cap.max_send_wr, (uint32_t)sizeof(struct swv_send_wqe) + room,
 		     cap.max_send_sge);
-	if (!rc)
+	if (!rc && attr->srq) {
+		/* room for the one WQE the responder holds (core/srq.h) */
+		qp->srq = to_swv_srq(attr->srq);
+		qp->srq_rwqe = malloc(swv_srq_wqe_size(qp->srq->max_sge));
+		rc = qp->srq_rwqe ? 0 : ENOMEM;
+	} else if (!rc)
 		rc = wq_init(&qp->rq, cap.max_recv_wr,
 			     (uint32_t)sizeof(struct swv_recv_wqe) +
 				     cap.max_recv_sge * (uint32_t)sizeof(struct ibv_sge),
@@ -134,6 +147,14 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	qp->attr.cur_qp_state = IBV_QPS_RESET;
 	qp->attr.path_mtu = IBV_MTU_1024;
 	qp->mtu = 1024;
+	if (qp->type == IBV_QPT_UD) {
+		/* UD has no path MTU attribute: messages are bounded by the port's active
+		 * MTU (roce-wire.md 7.1), which is also what ibv_query_qp reports. */
+		qp->mtu = ctx->cfg->mtu_bytes;
+		for (enum ibv_mtu m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
+			if ((128u << m) == qp->mtu)
+				qp->attr.path_mtu = m;
+	}
 	qp->attr.port_num = 1;
 	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
 	qp->attr.cap = cap;
@@ -149,6 +170,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	atomic_fetch_add(&pd->users, 1);
 	atomic_fetch_add(&qp->scq->users, 1);
 	atomic_fetch_add(&qp->rcq->users, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->users, 1); /* ibv_destroy_srq: EBUSY until destroyed */
 	attr->cap = cap;
 	return qp;
 
@@ -159,6 +182,7 @@ fail_lock:
 fail_free:
 	free(qp->sq.buf);
 	free(qp->rq.buf);
+	free(qp->srq_rwqe);
 	free(qp);
 fail:
 	*err = rc;
@@ -171,10 +195,20 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
+	/* Nothing raises events for it any more: withdraw the unread ones and wait for
+	 * the acknowledgement of those handed out (core/async.h, as rdma-core). */
+	struct ibv_qp *ib = &qp->qpx.qp_base;
+	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
+			     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
 
 	atomic_fetch_sub(&qp->pd->users, 1);
 	atomic_fetch_sub(&qp->scq->users, 1);
 	atomic_fetch_sub(&qp->rcq->users, 1);
+	/* A WQE it took from the SRQ and still held is released without a completion,
+	 * like the WQEs of a destroyed QP's own RQ. */
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->users, 1);
+	free(qp->srq_rwqe);
 
 	pthread_cond_destroy(&qp->qpx.qp_base.cond);
 	pthread_mutex_destroy(&qp->qpx.qp_base.mutex);
@@ -217,8 +251,13 @@ int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init
 static void flush_rq(struct swv_qp *qp)
 {
 	bool overflow = false;
-	if (qp->srq)
-		return; /* SRQ WQEs belong to the SRQ, not to this QP */
+	if (qp->srq) {
+		/* Only the WQE this QP took (a message in progress) is flushed here; the
+		 * WQEs still in the SRQ stay for its other QPs (core/srq.h). */
+		if (swv_resp_flush_srq(qp))
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
+		return;
+	}
 	while (qp->rq.head != qp->rq.tail) {
 		struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.head);
 		struct swv_completion c = {
@@ -240,6 +279,7 @@ static void flush_rq(struct swv_qp *qp)
 void swv_qp_to_error(struct swv_qp *qp)
 {
 	bool overflow = false;
+	bool entering = qp->state != IBV_QPS_ERR;
 	qp->state = IBV_QPS_ERR;
 	qp->qpx.qp_base.state = IBV_QPS_ERR;
 	/* An overflowing CQ loses the flush CQEs (reported once); the counters still
@@ -250,6 +290,11 @@ void swv_qp_to_error(struct swv_qp *qp)
 			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->scq->ibcq);
 		}
 	flush_rq(qp);
+	/* IB: a QP attached to an SRQ that enters the error state reports Last WQE
+	 * Reached once it will take no more WQEs from the SRQ -- here, at once (its held
+	 * WQE was just flushed), so the application knows it may destroy the QP. */
+	if (entering && qp->srq)
+		swv_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
 	qp->req.rnr_until = 0;
 	qp->req.ack_deadline = 0;
 	qp->req.xmit_retry_at = 0;
@@ -305,16 +350,31 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	bool response = pkt->flags & SWV_OPF_RESPONSE;
 	enum ibv_qp_state st = qp->state;
 
-	if (qp->type == IBV_QPT_RC) {
-		/* RC: only the connected peer may talk to this QP (DESIGN.md 4), and only
-		 * RC opcodes. */
-		if ((pkt->opcode & 0xe0) != SWV_OP_RC || !same_peer(src, &qp->peer))
+	uint8_t tp = swv_opcode_transport(pkt->opcode);
+	switch (qp->type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+		/* Connected: only the peer set at RTR may talk to this QP (DESIGN.md 4; rxe
+		 * checks the addresses for RC and UC alike), and only with its opcodes. */
+		if (tp != (qp->type == IBV_QPT_RC ? SWV_OP_RC : SWV_OP_UC) ||
+		    !same_peer(src, &qp->peer))
 			goto drop;
+		break;
+	case IBV_QPT_UD:
+		/* Anyone may send, UD opcodes only. The DETH source QPN must name the UDP
+		 * port the datagram came from: a reply addressed from this receive (AH from
+		 * the WC, remote_qpn = src_qp) goes there. */
+		if (tp != SWV_OP_UD || swv_qpn_port(pkt->deth_sqpn) != ntohs(src->sin_port))
+			goto drop;
+		break;
+	default:
+		goto drop;
 	}
 	if (request) {
 		if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
 			goto drop;
-		swv_resp_rx(qp, pkt);
+		/* UD uses the source for the GRH area and wc.slid */
+		swv_resp_rx_from(qp, pkt, src);
 	} else if (response) {
 		if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)
 			goto drop;

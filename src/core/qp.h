@@ -40,6 +40,7 @@ struct swv_send_wqe {
 	uint64_t compare_add, swap;
 	uint32_t ud_remote_qpn, ud_remote_qkey;
 	struct sockaddr_in ud_dst;
+	uint8_t ud_deth_rsvd; /* SWV_DETH_GRH | SL, from the AH (transport/packet.h) */
 	uint32_t length;   /* total payload bytes */
 	uint32_t num_sge;  /* 0 when inline */
 	bool signaled;     /* CQE due on success */
@@ -113,19 +114,35 @@ struct swv_qp {
 	uint32_t mtu;              /* path MTU in bytes */
 
 	struct swv_wq sq;
-	struct swv_wq rq;          /* unused when srq != NULL */
+	struct swv_wq rq;          /* unused (no slots) when srq != NULL */
+	/* SRQ QPs: the WQE the responder took from the SRQ (core/srq.h), copied here so it
+	 * belongs to this QP until it completes; srq_rwqe_valid while it is held. Sized
+	 * for the SRQ's max_sge. Responder state, under lock. */
+	struct swv_recv_wqe *srq_rwqe;
+	bool srq_rwqe_valid;
 
 	struct swv_req_state req;   /* requester + completer */
 	struct swv_resp_state resp; /* responder */
 
 	/* packets dropped by swv_qp_rx (wrong source, wrong state, wrong transport) */
 	_Atomic uint64_t rx_dropped;
+
+	/* async events about this QP handed to the application; under ctx->async.lock
+	 * (core/async.h: destroy waits until that many were acked) */
+	uint32_t async_reported;
 };
 
 static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)
 {
 	return (struct swv_qp *)qp;
 }
+
+/* UD destination of a send WQE from wr.ud (ibv_post_send, ibv_wr_set_ud_addr): the AH's
+ * IP, the port named by remote_qpn, the Q_Key for DETH and the AH's GRH/SL. The Q_Key's
+ * high bit gets no special meaning (rxe does not implement the "use the QP's own Q_Key"
+ * rule either). Returns 0 or EINVAL (no AH, an AH of another context, QPN > 24 bits). */
+int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah *ah,
+			uint32_t remote_qpn, uint32_t remote_qkey);
 
 /* ibv_context_ops entries. */
 int swv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

@@ -6,22 +6,30 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/ah.h"
 #include "core/qp.h"
+#include "net/addr.h"
+#include "transport/packet.h"
 #include "transport/requester.h"
 
 #define KNOWN_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
 
-static bool rc_opcode_ok(enum ibv_wr_opcode op)
+/* Opcodes each transport performs (roce-wire.md 2.2): UD only SENDs, UC adds RDMA WRITE,
+ * RC adds READ and atomics. Anything else is EINVAL at post, as the kernel's rxe says
+ * "bad wr opcode for qp type". */
+static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return type == IBV_QPT_RC || type == IBV_QPT_UC;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return true;
+		return type == IBV_QPT_RC;
 	default:
 		return false;
 	}
@@ -30,7 +38,7 @@ static bool rc_opcode_ok(enum ibv_wr_opcode op)
 /* The checks rxe (provider and kernel) makes at post time; all are EINVAL. */
 static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64_t *len_out)
 {
-	if (!rc_opcode_ok(wr->opcode))
+	if (!opcode_ok(qp->type, wr->opcode))
 		return EINVAL;
 	if (wr->send_flags & ~(unsigned)KNOWN_SEND_FLAGS)
 		return EINVAL;
@@ -111,6 +119,22 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	}
 }
 
+int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah *ibah,
+			uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	if (!ibah || ibah->context != qp->qpx.qp_base.context || remote_qpn > SWV_QPN_MASK)
+		return EINVAL;
+	/* Copied now: the WQE does not depend on the AH once posted. */
+	const struct swv_ah *ah = to_swv_ah(ibah);
+	w->ud_dst = ah->dst;
+	w->ud_dst.sin_port = htons(swv_qpn_port(remote_qpn));
+	w->ud_remote_qpn = remote_qpn;
+	w->ud_remote_qkey = remote_qkey;
+	w->ud_deth_rsvd = (uint8_t)((ah->attr.is_global ? SWV_DETH_GRH : 0) |
+				    (ah->attr.sl & SWV_DETH_SL_MASK));
+	return 0;
+}
+
 int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct ibv_send_wr *dummy;
@@ -141,7 +165,16 @@ int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_w
 			*bad = wr;
 			break;
 		}
-		copy_send_wr(qp, swv_wq_slot(&qp->sq, qp->sq.tail), wr, (uint32_t)len);
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.tail);
+		copy_send_wr(qp, w, wr, (uint32_t)len);
+		if (qp->type == IBV_QPT_UD) {
+			err = swv_send_wqe_set_ud(qp, w, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+						  wr->wr.ud.remote_qkey);
+			if (err) {
+				*bad = wr; /* the slot is not committed */
+				break;
+			}
+		}
 		qp->sq.tail++;
 		posted = true;
 		if (qp->state == IBV_QPS_ERR)

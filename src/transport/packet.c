@@ -113,7 +113,7 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	uint8_t *q = hdr + SWV_BTH_LEN;
 	if (f & SWV_HDR_DETH) {
 		put_be32(q, p->deth_qkey);
-		q[4] = 0;
+		q[4] = p->deth_rsvd;
 		put_be24(q + 5, p->deth_sqpn);
 		q += SWV_DETH_LEN;
 	}
@@ -247,6 +247,7 @@ int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out)
 	const uint8_t *q = buf + SWV_BTH_LEN;
 	if (p.flags & SWV_HDR_DETH) {
 		p.deth_qkey = get_be32(q);
+		p.deth_rsvd = q[4];
 		p.deth_sqpn = get_be24(q + 5);
 		q += SWV_DETH_LEN;
 	}

@@ -21,6 +21,13 @@
 #define SWV_QPN_MASK     0xffffffu
 #define SWV_PKEY_DEFAULT 0xffff
 
+/* DETH byte 4 is reserved in IB (sent 0, ignored on receive). A UDP datagram has no LRH
+ * to say whether a GRH follows or which SL the sender used, so a swverbs UD sender puts
+ * that here: SWV_DETH_GRH when its address vector had a GRH (is_global), and its SL in
+ * the low 4 bits. An IB-style receiver reports them (IBV_WC_GRH, wc.sl); see docs/wire.md. */
+#define SWV_DETH_GRH     0x80
+#define SWV_DETH_SL_MASK 0x0f
+
 /* Parsed view of one packet. Multi-byte fields in host order except imm (kept in
  * network order, exactly as ibv_send_wr.imm_data / ibv_wc.imm_data carry it).
  * Only the fields of the headers present (flags & SWV_HDR_*) are meaningful; the parser
@@ -42,6 +49,7 @@ struct swv_pkt {
 	uint64_t atm_swap_add, atm_cmp;
 	uint64_t atmack_orig;
 	uint32_t deth_qkey, deth_sqpn;
+	uint8_t deth_rsvd; /* DETH byte 4: reserved in IB; swverbs uses it, see SWV_DETH_* */
 	uint32_t imm;  /* network order */
 	uint32_t ieth_rkey;
 

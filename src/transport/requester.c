@@ -208,6 +208,12 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 		p->imm = w->imm_data;
 	p->se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
 	p->ackreq = last || since_ackreq + 1 >= SWV_MAX_PKT_PER_ACK;
+	if (qp->type != IBV_QPT_RC) {
+		/* UC and UD: the same operations under their own transport prefix (UD only
+		 * ever has SEND_ONLY[_WITH_IMM]); nobody acknowledges them. */
+		p->opcode |= qp->type == IBV_QPT_UC ? SWV_OP_UC : SWV_OP_UD;
+		p->ackreq = false;
+	}
 	return off;
 }
 
@@ -225,6 +231,14 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	p.pkey = SWV_PKEY_DEFAULT;
 	p.dqpn = qp->attr.dest_qp_num;
 	p.psn = psn;
+	if (qp->type == IBV_QPT_UD) {
+		/* Datagram: destination and Q_Key come with each WQE (post_send copied
+		 * them from wr.ud); DETH names this QP as the source. */
+		p.dqpn = w->ud_remote_qpn;
+		p.deth_qkey = w->ud_remote_qkey;
+		p.deth_sqpn = qp->qpn;
+		p.deth_rsvd = w->ud_deth_rsvd;
+	}
 
 	switch (w->opcode) {
 	case IBV_WR_RDMA_READ: {
@@ -286,7 +300,8 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	p.flags = swv_opcode(p.opcode)->flags;
 	p.paylen = paylen;
 	size_t hlen = swv_pkt_build_hdr(hdr, &p);
-	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, payload, paylen);
+	int rc = swv_qp_xmit(qp, qp->type == IBV_QPT_UD ? &w->ud_dst : NULL, hdr, hlen, payload,
+			     paylen);
 	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
 		return EAGAIN;
 	if (rc)
@@ -378,6 +393,87 @@ static void check_sq_drained(struct swv_qp *qp)
 	}
 }
 
+/* UC and UD (roce-wire.md 4.3, 7.2): nothing is acknowledged, so there is no window,
+ * no ACK timer and no retry. The head WQE gets its PSNs, its packets go out in order,
+ * and it completes -- CQE if signaled, SEND or RDMA_WRITE counter -- as soon as its last
+ * packet has been handed to the socket (comp-cntr.md: "UC/UD: handed to the wire"). The
+ * cursor is always the head: r->cur == sq.head, r->cur_pkt its packets sent. A full
+ * socket leaves the rest to the progress thread (xmit_retry_at); any other transmit
+ * failure is a packet lost on the wire, which an unreliable transport does not report.
+ * A local gather failure completes the WQE with its status and the QP goes to ERR, as
+ * for RC. */
+static void run_unreliable(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+
+	r->xmit_retry_at = 0;
+	while (qp->sq.head != qp->sq.tail && qp->state != IBV_QPS_ERR) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
+		r->cur = qp->sq.head;
+		if (w->state == SWV_WQE_POSTED) {
+			if (qp->state == IBV_QPS_SQD)
+				break; /* SQD: finish what is in flight, start nothing new */
+			w->npkts = swv_req_npkts(w->opcode, w->length, qp->mtu);
+			r->cur_pkt = 0;
+			if (qp->type == IBV_QPT_UD && w->length > qp->mtu) {
+				/* Larger than the port MTU. IBTA C10-93.1.1, as rxe quotes and
+				 * implements it: emit no packet and report no error -- the WQE
+				 * takes one PSN and completes successfully. (Some HCAs report
+				 * IBV_WC_LOC_LEN_ERR instead; swverbs follows the rule.) */
+				w->npkts = 1;
+				r->cur_pkt = 1;
+			}
+			w->first_psn = r->next_psn;
+			w->last_psn = swv_psn_add(w->first_psn, w->npkts - 1);
+			r->next_psn = swv_psn_add(r->next_psn, w->npkts);
+			w->state = SWV_WQE_STARTED;
+			r->started = qp->sq.head + 1;
+		}
+		while (r->cur_pkt < w->npkts) {
+			uint32_t psn = swv_psn_add(w->first_psn, r->cur_pkt);
+			/* Two or more UC packets left (past a WRITE's longer FIRST): one GSO run. */
+			bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
+							       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+			if (!write_first && w->npkts - r->cur_pkt >= 2 && swv_ep_gso_usable(qp->ep)) {
+				bool again = false;
+				int n = send_data_run(qp, w, psn, w->npkts - r->cur_pkt, &again);
+				if (n < 0) {
+					fail_head(qp, -n);
+					return;
+				}
+				r->cur_pkt += (uint32_t)n;
+				if (again) {
+					r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+					goto out;
+				}
+				if (n > 0)
+					continue;
+			}
+			bool ackreq = false;
+			int rc = send_packet(qp, w, psn, &ackreq);
+			if (rc == EAGAIN) {
+				r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+				goto out;
+			}
+			if (rc < 0) {
+				fail_head(qp, -rc);
+				return;
+			}
+			r->cur_pkt++;
+		}
+		r->sent_psn = swv_psn_add(w->last_psn, 1);
+		if (swv_req_complete_head(qp, IBV_WC_SUCCESS)) {
+			swv_qp_cq_overflow(qp, qp->scq);
+			return;
+		}
+	}
+out:
+	if (qp->state != IBV_QPS_ERR) {
+		check_sq_drained(qp);
+		swv_req_update_timer(qp);
+	}
+}
+
 void swv_req_run(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -387,6 +483,10 @@ void swv_req_run(struct swv_qp *qp)
 
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 		return;
+	if (qp->type != IBV_QPT_RC) {
+		run_unreliable(qp);
+		return;
+	}
 	if (r->rnr_until)
 		return; /* the RNR wait ends in swv_req_timer */
 	r->xmit_retry_at = 0;

@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "core/srq.h"
 #include "net/addr.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -232,13 +233,19 @@ void swv_resp_remote_done(struct swv_qp *qp, enum swv_cntr_slot slot, bool ok, u
 /* ---------------------------------------------------------------- receive WQEs */
 
 /* Oldest posted receive WQE, or NULL. The WQE stays in the ring (head not advanced)
- * until it completes, so a multi-packet SEND can keep using it. */
+ * until it completes, so a multi-packet SEND can keep using it. With an SRQ the WQE
+ * is moved out of the shared queue into this QP's own copy (core/srq.h), which then
+ * serves the same purpose; NULL (an RNR NAK for RC) when the SRQ is empty. */
 static struct swv_recv_wqe *rwqe_peek(struct swv_qp *qp)
 {
 	if (qp->srq) {
-		/* SRQ support belongs here: copy the WQE out of the shared queue into
-		 * per-QP storage. Until then such a QP answers RNR. */
-		return NULL;
+		/* a WQE already taken and not completed is this QP's: never take two */
+		if (!qp->srq_rwqe_valid) {
+			if (!swv_srq_take(qp->srq, qp->srq_rwqe))
+				return NULL;
+			qp->srq_rwqe_valid = true;
+		}
+		return qp->srq_rwqe;
 	}
 	if (!qp->rq.buf || swv_wq_used(&qp->rq) == 0)
 		return NULL;
@@ -255,7 +262,13 @@ static void rwqe_hold(struct swv_resp_state *s, struct swv_recv_wqe *w)
 static bool rwqe_malformed(const struct swv_qp *qp, const struct swv_recv_wqe *w)
 {
 	/* post_recv wrote it, but never index past the slot on a corrupted count */
-	return w->num_sge > qp->rq.max_sge;
+	return w->num_sge > (qp->srq ? qp->srq->max_sge : qp->rq.max_sge);
+}
+
+/* The PD the WQE's lkeys belong to: an SRQ's WQEs were posted for the SRQ's PD. */
+static struct swv_pd *rwqe_pd(const struct swv_qp *qp)
+{
+	return qp->srq ? qp->srq->pd : qp->pd;
 }
 
 static void rwqe_wc_init(struct swv_qp *qp, struct swv_completion *c, enum ibv_wc_status st)
@@ -278,7 +291,9 @@ static void rwqe_wc_init(struct swv_qp *qp, struct swv_completion *c, enum ibv_w
 static int rwqe_finish(struct swv_qp *qp, struct swv_completion *c)
 {
 	/* everything needed is copied into *c: the slot may be reused once head moves */
-	if (!qp->srq)
+	if (qp->srq)
+		qp->srq_rwqe_valid = false; /* the copy is free for the next take */
+	else
 		qp->rq.head++;
 	rwqe_hold(&qp->resp, NULL);
 	return swv_complete(qp, c) == ENOSPC ? ENOSPC : 0;
@@ -291,6 +306,34 @@ static int rwqe_complete_err(struct swv_qp *qp, enum ibv_wc_status st)
 	if (!qp->resp.rwqe)
 		return 0;
 	rwqe_wc_init(qp, &c, st);
+	return rwqe_finish(qp, &c);
+}
+
+/* A UC/UD message that cannot complete gives up its WQE. One from the QP's own RQ was
+ * never retired and stays posted for the next message; one taken from an SRQ has
+ * already left the SRQ, so it completes on this QP with st (rxe's class E rule for
+ * UC/UD with an SRQ, roce-wire.md 5.2); the QP keeps its state. */
+static void rwqe_abandon(struct swv_qp *qp, enum ibv_wc_status st)
+{
+	if (qp->srq && qp->resp.rwqe) {
+		if (rwqe_complete_err(qp, st))
+			swv_qp_cq_overflow(qp, qp->rcq);
+		return;
+	}
+	rwqe_hold(&qp->resp, NULL);
+}
+
+int swv_resp_flush_srq(struct swv_qp *qp)
+{
+	struct swv_completion c;
+	struct swv_recv_wqe *w = qp->srq_rwqe;
+
+	if (!qp->srq || !qp->srq_rwqe_valid)
+		return 0;
+	/* rwqe_wc_init reads resp.rwqe; the held copy is the one to flush */
+	qp->resp.rwqe = w;
+	rwqe_wc_init(qp, &c, IBV_WC_WR_FLUSH_ERR);
+	qp->resp.cur = 0;
 	return rwqe_finish(qp, &c);
 }
 
@@ -323,7 +366,7 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 	if (s->msg_off + pkt->paylen > w->length)
 		return SWV_RESP_ERR_INV_REQ;
 	if (pkt->paylen &&
-	    swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, s->msg_off, pkt->payload,
+	    swv_mr_scatter(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, s->msg_off, pkt->payload,
 			   pkt->paylen))
 		return SWV_RESP_ERR_RWQE; /* bad lkey / PD / bounds / LOCAL_WRITE in the WQE */
 	s->msg_off += pkt->paylen;
@@ -436,9 +479,10 @@ static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *p
 	case SWV_SEQ_MISSING_LAST:
 		if (!rc && (cls & SWV_RQ_FIRST)) {
 			/* UC: the previous message lost its end; it is abandoned (its
-			 * receive WQE stays posted) and this one starts afresh */
+			 * receive WQE stays posted, or completes in error if it came
+			 * from an SRQ) and this one starts afresh */
 			s->cur = 0;
-			rwqe_hold(s, NULL);
+			rwqe_abandon(qp, IBV_WC_REM_INV_REQ_ERR);
 			break;
 		}
 		return rc ? SWV_RESP_ERR_INV_REQ : SWV_RESP_DROP;
@@ -596,13 +640,16 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 
 /* ---------------------------------------------------------------- UC */
 
-static void uc_abandon(struct swv_resp_state *s)
+static void uc_abandon(struct swv_qp *qp, enum ibv_wc_status st)
 {
+	struct swv_resp_state *s = &qp->resp;
+
 	/* the receive WQE of an unfinished SEND was never retired: the next message
-	 * uses it again (what it received so far is overwritten) */
+	 * uses it again (what it received so far is overwritten); an SRQ's WQE
+	 * completes with st instead (rwqe_abandon) */
 	s->cur = 0;
 	s->msg_off = 0;
-	rwqe_hold(s, NULL);
+	rwqe_abandon(qp, st);
 }
 
 static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
@@ -614,12 +661,12 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	if (s->drop_msg || pkt->psn != s->epsn) {
 		if (!(cls & SWV_RQ_FIRST)) {
 			s->drop_msg = true;
-			uc_abandon(s);
+			uc_abandon(qp, IBV_WC_REM_INV_REQ_ERR);
 			s->stats.dropped++;
 			return;
 		}
 		s->drop_msg = false;
-		uc_abandon(s);
+		uc_abandon(qp, IBV_WC_REM_INV_REQ_ERR);
 	}
 	err = resp_execute(qp, pkt, cls, false);
 	switch (err) {
@@ -646,7 +693,8 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	default:
 		/* drop the rest of the message; a held receive WQE stays posted */
 		s->stats.dropped++;
-		uc_abandon(s);
+		uc_abandon(qp, err == SWV_RESP_ERR_ACCESS ? IBV_WC_REM_ACCESS_ERR
+							  : IBV_WC_REM_INV_REQ_ERR);
 		s->drop_msg = true;
 		s->epsn = swv_psn_add(pkt->psn, 1);
 		return;
@@ -739,12 +787,19 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 		return;
 	}
 	if (sizeof(grh) + (uint64_t)pkt->paylen > w->length) {
-		rwqe_hold(s, NULL);
+		rwqe_abandon(qp, IBV_WC_REM_INV_REQ_ERR);
 		s->stats.dropped++;
 		return;
 	}
-	ud_build_grh(qp, pkt, src, grh);
-	if (swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, grh, sizeof(grh)) ||
+	/* RoCE: every packet has an IP header, so a GRH always (rxe). IB: only when the
+	 * sender's address vector had one, which a swverbs sender marks in DETH
+	 * (transport/packet.h); without it the 40-byte area is left as it was, as an HCA
+	 * leaves it, and byte_len still counts it. */
+	bool roce = qp->ctx && qp->ctx->cfg && qp->ctx->cfg->link == SWV_LINK_ETH;
+	bool has_grh = roce || (pkt->deth_rsvd & SWV_DETH_GRH);
+	if (has_grh)
+		ud_build_grh(qp, pkt, src, grh);
+	if ((has_grh && swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, grh, sizeof(grh))) ||
 	    (pkt->paylen && swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, sizeof(grh),
 					   pkt->payload, pkt->paylen))) {
 		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
@@ -756,10 +811,12 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	c.wc.byte_len = (uint32_t)sizeof(grh) + pkt->paylen;
 	c.bytes = c.wc.byte_len;
 	c.wc.src_qp = pkt->deth_sqpn;
-	c.wc.wc_flags = IBV_WC_GRH;
+	c.wc.wc_flags = has_grh ? IBV_WC_GRH : 0;
 	c.wc.slid = 0;
 	if (src && qp->ctx && qp->ctx->cfg && qp->ctx->cfg->link == SWV_LINK_IB)
 		c.wc.slid = swv_lid_from_ip(qp->ctx->cfg, src->sin_addr);
+	/* IB: the sender's SL (its LRH would carry it); RoCE reports 0 as rxe does */
+	c.wc.sl = roce ? 0 : (uint8_t)(pkt->deth_rsvd & SWV_DETH_SL_MASK);
 	if (cls & SWV_RQ_IMM) {
 		c.wc.imm_data = pkt->imm;
 		c.wc.wc_flags |= IBV_WC_WITH_IMM;
@@ -817,6 +874,8 @@ void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 void swv_resp_reset(struct swv_qp *qp)
 {
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	/* RESET: a WQE taken from an SRQ and not completed is dropped (rxe too) */
+	qp->srq_rwqe_valid = false;
 	qp->resp.epsn = qp->attr.rq_psn & SWV_PSN_MASK;
 	qp->resp.last_opcode = 0xff;
 }

@@ -84,5 +84,9 @@ void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct
 void swv_resp_flush_ack(struct swv_qp *qp);
 /* Reset responder state (RESET, INIT->RTR with a new rq_psn: epsn = attr.rq_psn). */
 void swv_resp_reset(struct swv_qp *qp);
+/* QP entering ERR with an SRQ: complete the WQE it took from the SRQ and still holds
+ * (a message in progress) with IBV_WC_WR_FLUSH_ERR on this QP. Returns 0 or ENOSPC
+ * (receive CQ overflow). The SRQ's other WQEs are not touched. */
+int swv_resp_flush_srq(struct swv_qp *qp);
 
 #endif

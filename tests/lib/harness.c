@@ -63,6 +63,7 @@ void swvt_opts_default(struct swvt_opts *o)
 	o->mr_access = o->qp_access;
 	o->cqe = 1024;
 	o->watchdog_s = 60;
+	o->qkey = 0x11111111;
 }
 
 /* ---- out-of-band channel ---- */
@@ -183,9 +184,10 @@ void swvt_setup(struct swvt *t)
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	CHECK_PTR(list);
-	struct ibv_device *dev = pick_device(list, n, o->dev_name);
+	const char *name = (t->role == 1 && o->child_dev_name) ? o->child_dev_name : o->dev_name;
+	struct ibv_device *dev = pick_device(list, n, name);
 	if (!dev) {
-		fprintf(stderr, "harness: no device %s\n", o->dev_name ? o->dev_name : "");
+		fprintf(stderr, "harness: no device %s\n", name ? name : "");
 		exit(1);
 	}
 	t->ctx = ibv_open_device(dev);
@@ -243,6 +245,7 @@ void swvt_setup(struct swvt *t)
 	t->local.addr = (uint64_t)(uintptr_t)t->buf;
 	t->local.rkey = t->mr->rkey;
 	t->local.size = o->buf_size;
+	t->local.qkey = o->qkey;
 }
 
 void swvt_to_init(struct swvt *t)
@@ -252,7 +255,13 @@ void swvt_to_init(struct swvt *t)
 		.pkey_index = 0,
 		.port_num = t->opts.port,
 		.qp_access_flags = t->opts.qp_access,
+		.qkey = t->opts.qkey,
 	};
+	if (t->opts.qp_type == IBV_QPT_UD) {
+		CHECK_OK(ibv_modify_qp(t->qp, &a,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+		return;
+	}
 	CHECK_OK(ibv_modify_qp(t->qp, &a,
 			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 }
@@ -288,6 +297,17 @@ void swvt_fill_ah_attr(struct swvt *t, struct ibv_ah_attr *ah)
 void swvt_to_rtr(struct swvt *t)
 {
 	const struct swvt_opts *o = &t->opts;
+	if (o->qp_type == IBV_QPT_UD) {
+		struct ibv_qp_attr ud = {.qp_state = IBV_QPS_RTR};
+		CHECK_OK(ibv_modify_qp(t->qp, &ud, IBV_QP_STATE));
+		struct ibv_ah_attr ah;
+		swvt_fill_ah_attr(t, &ah);
+		if (t->ah)
+			CHECK_OK(ibv_destroy_ah(t->ah));
+		t->ah = ibv_create_ah(t->pd, &ah);
+		CHECK_PTR(t->ah);
+		return;
+	}
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = o->path_mtu,
@@ -297,6 +317,12 @@ void swvt_to_rtr(struct swvt *t)
 		.min_rnr_timer = o->min_rnr_timer,
 	};
 	swvt_fill_ah_attr(t, &a.ah_attr);
+	if (o->qp_type == IBV_QPT_UC) {
+		CHECK_OK(ibv_modify_qp(t->qp, &a,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN));
+		return;
+	}
 	CHECK_OK(ibv_modify_qp(t->qp, &a,
 			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -314,6 +340,10 @@ void swvt_to_rts(struct swvt *t)
 		.rnr_retry = o->rnr_retry,
 		.max_rd_atomic = o->max_rd_atomic,
 	};
+	if (o->qp_type == IBV_QPT_UC || o->qp_type == IBV_QPT_UD) {
+		CHECK_OK(ibv_modify_qp(t->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+		return;
+	}
 	CHECK_OK(ibv_modify_qp(t->qp, &a,
 			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
@@ -330,6 +360,8 @@ void swvt_teardown(struct swvt *t)
 {
 	if (t->qp)
 		CHECK_OK(ibv_destroy_qp(t->qp));
+	if (t->ah)
+		CHECK_OK(ibv_destroy_ah(t->ah));
 	if (t->mr)
 		CHECK_OK(ibv_dereg_mr(t->mr));
 	if (t->rcq && t->rcq != t->scq)
@@ -344,6 +376,7 @@ void swvt_teardown(struct swvt *t)
 		CHECK_OK(ibv_close_device(t->ctx));
 	free(t->buf);
 	t->qp = NULL;
+	t->ah = NULL;
 	t->mr = NULL;
 	t->scq = t->rcq = NULL;
 	t->channel = NULL;
@@ -451,6 +484,11 @@ void swvt_post_send(struct swvt *t, uint64_t wr_id, enum ibv_wr_opcode op, uint6
 	} else if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		wr.wr.atomic.remote_addr = t->remote.addr + remote_off;
 		wr.wr.atomic.rkey = t->remote.rkey;
+	}
+	if (t->opts.qp_type == IBV_QPT_UD) {
+		wr.wr.ud.ah = t->ah;
+		wr.wr.ud.remote_qpn = t->remote.qpn;
+		wr.wr.ud.remote_qkey = t->remote.qkey;
 	}
 	CHECK_OK(ibv_post_send(t->qp, &wr, &bad));
 }

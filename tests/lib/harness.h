@@ -34,6 +34,7 @@ enum swvt_addr_mode {
 
 struct swvt_opts {
 	const char *dev_name; /* NULL: $SWVT_DEVICE, else the first device */
+	const char *child_dev_name; /* the child's device when it differs; NULL = dev_name */
 	uint8_t port;         /* 1 */
 	enum ibv_qp_type qp_type; /* IBV_QPT_RC */
 	enum swvt_addr_mode addr_mode;
@@ -60,6 +61,8 @@ struct swvt_opts {
 	bool shared_cq;             /* one CQ for send and receive */
 	bool comp_channel;          /* CQs bound to a completion channel */
 	int watchdog_s;             /* 60: a side still running after this is killed */
+	/* UD (qp_type IBV_QPT_UD): the Q_Key set at INIT and told to the peer */
+	uint32_t qkey;              /* 0x11111111 */
 };
 
 /* What each side tells the other. */
@@ -70,6 +73,7 @@ struct swvt_info {
 	uint64_t addr; /* buffer address */
 	uint32_t rkey;
 	uint64_t size;
+	uint32_t qkey; /* UD: the QP's Q_Key */
 };
 
 struct swvt {
@@ -90,6 +94,7 @@ struct swvt {
 	struct ibv_mr *mr;
 
 	struct swvt_info local, remote;
+	struct ibv_ah *ah; /* UD: address handle to the peer (created by swvt_to_rtr) */
 };
 
 typedef void (*swvt_fn)(struct swvt *t, void *arg);
@@ -99,6 +104,12 @@ void swvt_opts_default(struct swvt_opts *o);
 /* Fork, set up both sides, run the functions, tear down. Returns 0 when both sides
  * succeeded (use as main's return value), 1 otherwise. */
 int swvt_run(const struct swvt_opts *o, swvt_fn parent_fn, swvt_fn child_fn, void *arg);
+
+/* QP types: RC (default), UC and UD follow roce-wire.md 6.2: UC moves with the RC
+ * attributes minus the RC-only ones (INIT: access flags; RTR: AV, path MTU, dest QPN,
+ * RQ PSN; RTS: SQ PSN); UD sets opts.qkey at INIT, only the state at RTR (where the
+ * harness also creates t->ah from the peer's LID/GID per opts.addr_mode) and the SQ PSN
+ * at RTS. swvt_post_send addresses UD sends to the peer's QPN and Q_Key via t->ah. */
 
 /* Building blocks swvt_run uses; tests that need a non-standard flow may call them
  * from inside their functions (e.g. opts.stop_at = IBV_QPS_INIT, attach something,

@@ -158,6 +158,7 @@ static void random_fields(struct swv_pkt *p, uint8_t op, uint32_t paylen)
 	p->atmack_orig = rnd64();
 	p->deth_qkey = rnd();
 	p->deth_sqpn = rnd() & SWV_QPN_MASK;
+	p->deth_rsvd = (uint8_t)rnd();
 	p->imm = rnd();
 	p->ieth_rkey = rnd();
 	p->paylen = paylen;
@@ -189,6 +190,7 @@ static void check_same(const struct swv_pkt *p, const struct swv_pkt *q, const u
 	FIELD(SWV_HDR_ATMACK, atmack_orig);
 	FIELD(SWV_HDR_DETH, deth_qkey);
 	FIELD(SWV_HDR_DETH, deth_sqpn);
+	FIELD(SWV_HDR_DETH, deth_rsvd);
 	FIELD(SWV_HDR_IMM, imm);
 	FIELD(SWV_HDR_IETH, ieth_rkey);
 #undef FIELD

@@ -224,11 +224,44 @@ static void test_create(struct env *e)
 	CHECK(ibv_qp_to_qp_ex(qp) == NULL);
 	CHECK_OK(ibv_destroy_qp(qp));
 
-	/* UC/UD are not implemented yet: said honestly. */
-	ia.qp_type = IBV_QPT_UD;
-	errno = 0;
-	CHECK(!ibv_create_qp(e->pd, &ia) && errno == EOPNOTSUPP);
+	/* UC and UD: created with the same caps; UD reports the port MTU as its path MTU
+	 * and moves with the UD masks (Q_Key at INIT, nothing at RTR, SQ PSN at RTS). */
 	ia.qp_type = IBV_QPT_UC;
+	qp = ibv_create_qp(e->pd, &ia);
+	CHECK_PTR(qp);
+	CHECK_EQ(qp->qp_type, IBV_QPT_UC);
+	CHECK(ia.cap.max_inline_data >= 100);
+	CHECK_OK(ibv_query_qp(qp, &qa, 0, &qi));
+	CHECK_EQ(qi.qp_type, IBV_QPT_UC);
+	CHECK_OK(ibv_destroy_qp(qp));
+	ia.qp_type = IBV_QPT_UD;
+	qp = ibv_create_qp(e->pd, &ia);
+	CHECK_PTR(qp);
+	CHECK_EQ(qp->qp_type, IBV_QPT_UD);
+	CHECK_OK(ibv_query_qp(qp, &qa, 0, &qi));
+	CHECK_EQ(qi.qp_type, IBV_QPT_UD);
+	CHECK_EQ(qa.path_mtu, e->port.active_mtu);
+	struct ibv_qp_attr ua = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x12345678,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	CHECK_EQ(ibv_modify_qp(qp, &ua, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						IBV_QP_ACCESS_FLAGS),
+		 EINVAL); /* the RC/UC mask: no Q_Key, and access flags are not UD's */
+	CHECK_EQ(ibv_modify_qp(qp, &ua, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+	CHECK_OK(ibv_modify_qp(qp, &ua, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						IBV_QP_QKEY));
+	ua.qp_state = IBV_QPS_RTR;
+	CHECK_EQ(ibv_modify_qp(qp, &ua, IBV_QP_STATE | IBV_QP_AV), EINVAL); /* no AV on UD */
+	CHECK_OK(ibv_modify_qp(qp, &ua, IBV_QP_STATE));
+	ua.qp_state = IBV_QPS_RTS;
+	ua.sq_psn = 77;
+	CHECK_EQ(ibv_modify_qp(qp, &ua, IBV_QP_STATE), EINVAL); /* SQ PSN is required */
+	CHECK_OK(ibv_modify_qp(qp, &ua, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	CHECK_OK(ibv_query_qp(qp, &qa, 0, &qi));
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_EQ(qa.qkey, 0x12345678);
+	CHECK_OK(ibv_destroy_qp(qp));
+	/* XRC and raw packet QPs are not implemented: said honestly. */
+	ia.qp_type = IBV_QPT_RAW_PACKET;
 	errno = 0;
 	CHECK(!ibv_create_qp(e->pd, &ia) && errno == EOPNOTSUPP);
 	ia.qp_type = IBV_QPT_RC;

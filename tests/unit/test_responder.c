@@ -921,6 +921,7 @@ static void test_ud(void)
 	p.psn = 5;
 	p.deth_qkey = 0x1111;
 	p.deth_sqpn = 0x999;
+	p.deth_rsvd = SWV_DETH_GRH | 3; /* the sender's AV had a GRH, SL 3 */
 	p.imm = 0x01020304;
 	p.payload = pattern;
 	p.paylen = 100;
@@ -930,7 +931,24 @@ static void test_ud(void)
 	CHECK_EQ(comps[0].wc.src_qp, 0x999);
 	CHECK(comps[0].wc.wc_flags & IBV_WC_GRH);
 	CHECK(comps[0].wc.wc_flags & IBV_WC_WITH_IMM);
+	CHECK_EQ(comps[0].wc.sl, 3);
+	CHECK_EQ(mem[0], 0x60); /* IB GRH: IP version 6 (no context: IB-style port) */
 	CHECK(memcmp(mem + 40, pattern, 100) == 0);
+	/* No GRH on an IB-style port: no IBV_WC_GRH, the 40-byte area is not written,
+	 * byte_len still counts it (the payload always starts at +40). */
+	post_recv(9, (uintptr_t)mem + 2000, 200, LKEY);
+	memset(mem + 2000, 0xab, 40);
+	p.deth_rsvd = 0;
+	swv_resp_rx(qp, &p);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.wr_id, 9);
+	CHECK_EQ(comps[1].wc.byte_len, 140);
+	CHECK_EQ(comps[1].wc.wc_flags & IBV_WC_GRH, 0);
+	CHECK_EQ(comps[1].wc.sl, 0);
+	for (int i = 0; i < 40; i++)
+		CHECK_EQ(mem[2000 + i], 0xab);
+	CHECK(memcmp(mem + 2040, pattern, 100) == 0);
+	ncomps = 1; /* the checks below count from the first completion */
 	/* wrong Q_Key, too large for the buffer: dropped without consuming the WQE */
 	post_recv(2, (uintptr_t)mem + 1000, 100, LKEY);
 	p.deth_qkey = 0x2222;

@@ -1,0 +1,281 @@
+/*
+ * Shared receive queues (rules and locking in srq.h).
+ *
+ * Errors follow rdma-core and rxe: create checks max_wr 1..SWV_SRQ_MAX_WR and
+ * max_sge 1..SWV_SRQ_MAX_SGE (EINVAL); srq_limit is ignored at create, as
+ * ibv_create_srq(3) says (query reports 0 until ibv_modify_srq arms it). Modify takes
+ * IBV_SRQ_LIMIT (arm; 0 disarms; above max_wr is EINVAL) and IBV_SRQ_MAX_WR (resize:
+ * IBV_DEVICE_SRQ_RESIZE is advertised; fewer slots than WQEs posted, or than an armed
+ * limit, is EINVAL); other mask bits are EINVAL. Posting: too many SGEs EINVAL, full
+ * ENOMEM, *bad_wr names the first WR not posted.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/async.h"
+#include "core/context.h"
+#include "core/pd.h"
+#include "core/srq.h"
+#include "util/log.h"
+
+static uint32_t pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+/* A ring for max_wr WQEs of max_sge SGEs each. */
+static int ring_alloc(struct swv_wq *q, uint32_t max_wr, uint32_t max_sge)
+{
+	q->max_wr = max_wr;
+	q->max_sge = max_sge;
+	q->stride = ((uint32_t)swv_srq_wqe_size(max_sge) + 7) & ~7u;
+	q->nslots = pow2_at_least(max_wr);
+	q->head = q->tail = 0;
+	q->buf = calloc(q->nslots, q->stride);
+	return q->buf ? 0 : ENOMEM;
+}
+
+struct swv_srq *swv_srq_create(struct swv_pd *pd, struct ibv_srq_attr *attr, void *srq_context)
+{
+	struct swv_context *ctx = to_swv_ctx(pd->ibpd.context);
+	struct swv_srq *srq;
+	int rc;
+
+	if (attr->max_wr < 1 || attr->max_wr > SWV_SRQ_MAX_WR || attr->max_sge < 1 ||
+	    attr->max_sge > SWV_SRQ_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* max_srq is a per-context limit, as a device's SRQ table is. */
+	if (atomic_fetch_add(&ctx->nsrq, 1) >= SWV_MAX_SRQ) {
+		atomic_fetch_sub(&ctx->nsrq, 1);
+		errno = ENOMEM;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		rc = ENOMEM;
+		goto err;
+	}
+	rc = ring_alloc(&srq->wq, attr->max_wr, attr->max_sge);
+	if (rc)
+		goto err_free;
+	srq->ctx = ctx;
+	srq->pd = pd;
+	srq->max_sge = attr->max_sge;
+	pthread_mutex_init(&srq->lock, NULL);
+
+	struct ibv_srq *ib = &srq->ibsrq;
+	ib->context = pd->ibpd.context;
+	ib->srq_context = srq_context;
+	ib->pd = &pd->ibpd;
+	ib->handle = 0;
+	pthread_mutex_init(&ib->mutex, NULL);
+	pthread_cond_init(&ib->cond, NULL);
+	ib->events_completed = 0;
+
+	atomic_fetch_add(&pd->users, 1);
+	/* What the SRQ really provides (exactly what was asked); the limit is not armed
+	 * by create. */
+	attr->srq_limit = 0;
+	return srq;
+
+err_free:
+	free(srq);
+err:
+	atomic_fetch_sub(&ctx->nsrq, 1);
+	errno = rc;
+	return NULL;
+}
+
+/* Resize the ring to max_wr WQEs keeping the posted ones in order (srq->lock held).
+ * The responder copies WQEs out under the lock, so nothing points into the old ring. */
+static int ring_resize(struct swv_srq *srq, uint32_t max_wr)
+{
+	struct swv_wq *q = &srq->wq, n;
+	uint32_t used = swv_wq_used(q);
+
+	if (max_wr < used)
+		return EINVAL; /* would drop posted WQEs */
+	int rc = ring_alloc(&n, max_wr, q->max_sge);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < used; i++)
+		memcpy(swv_wq_slot(&n, i), swv_wq_slot(q, q->head + i), q->stride);
+	n.tail = used;
+	free(q->buf);
+	*q = n;
+	return 0;
+}
+
+int swv_srq_modify(struct swv_srq *srq, const struct ibv_srq_attr *attr, int mask)
+{
+	int rc = 0;
+
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return EINVAL;
+	pthread_mutex_lock(&srq->lock);
+	uint32_t max_wr = srq->wq.max_wr;
+	if (mask & IBV_SRQ_MAX_WR) {
+		if (attr->max_wr < 1 || attr->max_wr > SWV_SRQ_MAX_WR) {
+			rc = EINVAL;
+			goto out;
+		}
+		max_wr = attr->max_wr;
+	}
+	uint32_t limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit;
+	/* A limit can only be crossed if it fits in the queue (rxe: EINVAL). */
+	if (limit > max_wr) {
+		rc = EINVAL;
+		goto out;
+	}
+	if ((mask & IBV_SRQ_MAX_WR) && max_wr != srq->wq.max_wr) {
+		rc = ring_resize(srq, max_wr);
+		if (rc)
+			goto out;
+	}
+	/* Arming: the event fires when a take leaves fewer than limit WQEs; 0 disarms.
+	 * Arming below the current count does not fire at once (the event is raised by a
+	 * receive crossing the limit, as rxe does). */
+	if (mask & IBV_SRQ_LIMIT)
+		srq->limit = limit;
+out:
+	pthread_mutex_unlock(&srq->lock);
+	return rc;
+}
+
+int swv_srq_query(struct swv_srq *srq, struct ibv_srq_attr *attr)
+{
+	pthread_mutex_lock(&srq->lock);
+	attr->max_wr = srq->wq.max_wr;
+	attr->max_sge = srq->max_sge;
+	attr->srq_limit = srq->limit;
+	pthread_mutex_unlock(&srq->lock);
+	return 0;
+}
+
+int swv_srq_destroy(struct swv_srq *srq)
+{
+	struct ibv_srq *ib = &srq->ibsrq;
+
+	/* A QP holds a reference from create to destroy; the IB rule is that the SRQ
+	 * outlives its QPs. */
+	if (atomic_load(&srq->users))
+		return EBUSY;
+	/* No QP can take from it, so nothing raises events for it any more. */
+	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
+			     swv_async_withdraw(srq->ctx, SWV_ASYNC_SRQ, ib));
+	atomic_fetch_sub(&srq->pd->users, 1);
+	atomic_fetch_sub(&srq->ctx->nsrq, 1);
+	pthread_cond_destroy(&ib->cond);
+	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&srq->lock);
+	free(srq->wq.buf); /* WQEs still posted are released without completions */
+	free(srq);
+	return 0;
+}
+
+int swv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct ibv_recv_wr *dummy;
+	if (!bad)
+		bad = &dummy;
+	*bad = NULL;
+	if (!ibsrq) {
+		*bad = wr;
+		return EINVAL;
+	}
+	struct swv_srq *srq = to_swv_srq(ibsrq);
+	int err = 0;
+
+	pthread_mutex_lock(&srq->lock);
+	for (; wr; wr = wr->next) {
+		struct swv_wq *q = &srq->wq;
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->max_sge ||
+		    (wr->num_sge > 0 && !wr->sg_list))
+			err = EINVAL;
+		else if (swv_wq_used(q) >= q->max_wr)
+			err = ENOMEM;
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		struct swv_recv_wqe *w = swv_wq_slot(q, q->tail);
+		uint64_t len = 0;
+		w->wr_id = wr->wr_id;
+		w->num_sge = (uint32_t)wr->num_sge;
+		for (int i = 0; i < wr->num_sge; i++) {
+			w->sge[i] = wr->sg_list[i];
+			len += wr->sg_list[i].length;
+		}
+		/* Larger than any message can be: saturate (2^31 is the message limit). */
+		w->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+		q->tail++;
+	}
+	pthread_mutex_unlock(&srq->lock);
+	return err;
+}
+
+bool swv_srq_take(struct swv_srq *srq, struct swv_recv_wqe *out)
+{
+	struct swv_wq *q = &srq->wq;
+
+	pthread_mutex_lock(&srq->lock);
+	if (swv_wq_used(q) == 0) {
+		pthread_mutex_unlock(&srq->lock);
+		return false;
+	}
+	const struct swv_recv_wqe *w = swv_wq_slot(q, q->head);
+	/* post_srq_recv bounded num_sge by max_sge; out has room for max_sge SGEs */
+	memcpy(out, w, swv_srq_wqe_size(SWV_MIN(w->num_sge, srq->max_sge)));
+	q->head++;
+	if (srq->limit && swv_wq_used(q) < srq->limit) {
+		/* One-shot: the application re-arms with ibv_modify_srq(IBV_SRQ_LIMIT). */
+		srq->limit = 0;
+		swv_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->ibsrq);
+	}
+	pthread_mutex_unlock(&srq->lock);
+	return true;
+}
+
+uint32_t swv_srq_count(struct swv_srq *srq)
+{
+	pthread_mutex_lock(&srq->lock);
+	uint32_t n = swv_wq_used(&srq->wq);
+	pthread_mutex_unlock(&srq->lock);
+	return n;
+}
+
+struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr)
+{
+	if (!ctx || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_RESERVED - 1)) {
+		errno = EINVAL; /* bits this API version does not define */
+		return NULL;
+	}
+	/* XRC SRQs need XRC domains and tag-matching SRQs need the TM engine; swverbs
+	 * has neither (docs/compat.md), so it refuses them as such a device does. */
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
+	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)) {
+		errno = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type > IBV_SRQT_TM
+				? EINVAL
+				: EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* A basic SRQ uses neither an XRC domain nor a CQ: those bits are ignored for
+	 * it, as the providers do. */
+	struct swv_srq *srq = swv_srq_create(to_swv_pd(attr->pd), &attr->attr, attr->srq_context);
+	return srq ? &srq->ibsrq : NULL;
+}
