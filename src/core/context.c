@@ -17,19 +17,9 @@
 #include "core/cq.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/srq.h"
 #include "net/fault.h"
 #include "util/log.h"
-
-/* ibv_post_srq_recv calls ops.post_srq_recv unconditionally. No SRQ object can exist
- * until SRQs are built (ibv_create_srq answers EOPNOTSUPP), so this only guards
- * against a foreign or bogus SRQ pointer. */
-static int swv_post_srq_recv_unsupported(struct ibv_srq *srq, struct ibv_recv_wr *wr,
-					 struct ibv_recv_wr **bad)
-{
-	if (bad)
-		*bad = wr;
-	return EOPNOTSUPP;
-}
 
 static bool fault_env_set(void)
 {
@@ -137,6 +127,9 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
 	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
 	ctx->vctx.create_srq_ex = swv_create_srq_ex;
+	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
+	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
+	ctx->vctx.create_srq_ex = swv_create_srq_ex;
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */
@@ -182,8 +175,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
 	swv_mr_table_destroy(&ctx->mrs);
-	close(ctx->vctx.context.async_fd);
-	close(ctx->async_wfd);
+	swv_async_fini(&ctx->async);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);

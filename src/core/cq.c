@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/async.h"
+#include "core/async.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"

@@ -106,7 +106,9 @@ static void test_query_device(struct ibv_context *ctx, struct ibv_device *dev)
 	CHECK_EQ(a.max_qp_init_rd_atom, SWV_MAX_RD_ATOMIC);
 	CHECK_EQ(a.atomic_cap, IBV_ATOMIC_HCA);
 	CHECK_EQ(a.phys_port_cnt, 1);
-	CHECK_EQ(a.max_srq, 0);
+	/* SRQs: the limits core/srq.h enforces, resizable */
+	CHECK(a.max_srq > 0 && a.max_srq_wr == 16384 && a.max_srq_sge == 32);
+	CHECK(a.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
 	CHECK(strncmp(a.fw_ver, "swverbs", 7) == 0);
 
 	struct ibv_device_attr_ex ax;
