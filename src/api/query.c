@@ -12,7 +12,6 @@
 
 #include "core/context.h"
 #include "core/srq.h"
-#include "core/srq.h"
 #include "transport/responder.h"
 #include "util/compiler.h"
 
@@ -33,11 +32,6 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	 * numbers checked (swv_av_resolve rejects port_num != 1). */
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_UD_AV_PORT_ENFORCE;
-	/* SRQs, resizable with ibv_modify_srq(IBV_SRQ_MAX_WR) (core/srq.h) */
-	a->device_cap_flags |= IBV_DEVICE_SRQ_RESIZE;
-	a->max_srq = SWV_MAX_SRQ;
-	a->max_srq_wr = SWV_SRQ_MAX_WR;
-	a->max_srq_sge = SWV_SRQ_MAX_SGE;
 	/* SRQs, resizable with ibv_modify_srq(IBV_SRQ_MAX_WR) (core/srq.h) */
 	a->device_cap_flags |= IBV_DEVICE_SRQ_RESIZE;
 	a->max_srq = SWV_MAX_SRQ;

@@ -17,7 +17,6 @@
 #include "core/cq.h"
 #include "core/qp.h"
 #include "core/srq.h"
-#include "core/srq.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -124,9 +123,6 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.query_port = swv_query_port;
 	ctx->vctx.query_device_ex = swv_query_device_ex;
 	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
-	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
-	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
-	ctx->vctx.create_srq_ex = swv_create_srq_ex;
 	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
 	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
 	ctx->vctx.create_srq_ex = swv_create_srq_ex;

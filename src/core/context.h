@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "core/async.h"
-#include "core/async.h"
 #include "core/device.h"
 #include "core/mr.h"
 #include "net/addr.h"

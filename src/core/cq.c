@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include "core/async.h"
-#include "core/async.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"

@@ -15,7 +15,6 @@
 #include "core/pd.h"
 #include "core/qp.h"
 #include "core/srq.h"
-#include "core/srq.h"
 #include "net/addr.h"
 #include "net/endpoint.h"
 #include "progress/progress.h"
@@ -184,7 +183,6 @@ fail_free:
 	free(qp->sq.buf);
 	free(qp->rq.buf);
 	free(qp->srq_rwqe);
-	free(qp->srq_rwqe);
 	free(qp);
 fail:
 	*err = rc;
@@ -197,11 +195,6 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
-	/* Nothing raises events for it any more: withdraw the unread ones and wait for
-	 * the acknowledgement of those handed out (core/async.h, as rdma-core). */
-	struct ibv_qp *ib = &qp->qpx.qp_base;
-	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
-			     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
 	/* Nothing raises events for it any more: withdraw the unread ones and wait for
 	 * the acknowledgement of those handed out (core/async.h, as rdma-core). */
 	struct ibv_qp *ib = &qp->qpx.qp_base;

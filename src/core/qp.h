@@ -130,10 +130,6 @@ struct swv_qp {
 	/* async events about this QP handed to the application; under ctx->async.lock
 	 * (core/async.h: destroy waits until that many were acked) */
 	uint32_t async_reported;
-
-	/* async events about this QP handed to the application; under ctx->async.lock
-	 * (core/async.h: destroy waits until that many were acked) */
-	uint32_t async_reported;
 };
 
 static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)

@@ -19,7 +19,6 @@
 #include "core/mr.h"
 #include "core/qp.h"
 #include "core/srq.h"
-#include "core/srq.h"
 #include "net/addr.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -307,34 +306,6 @@ static int rwqe_complete_err(struct swv_qp *qp, enum ibv_wc_status st)
 	if (!qp->resp.rwqe)
 		return 0;
 	rwqe_wc_init(qp, &c, st);
-	return rwqe_finish(qp, &c);
-}
-
-/* A UC/UD message that cannot complete gives up its WQE. One from the QP's own RQ was
- * never retired and stays posted for the next message; one taken from an SRQ has
- * already left the SRQ, so it completes on this QP with st (rxe's class E rule for
- * UC/UD with an SRQ, roce-wire.md 5.2); the QP keeps its state. */
-static void rwqe_abandon(struct swv_qp *qp, enum ibv_wc_status st)
-{
-	if (qp->srq && qp->resp.rwqe) {
-		if (rwqe_complete_err(qp, st))
-			swv_qp_cq_overflow(qp, qp->rcq);
-		return;
-	}
-	rwqe_hold(&qp->resp, NULL);
-}
-
-int swv_resp_flush_srq(struct swv_qp *qp)
-{
-	struct swv_completion c;
-	struct swv_recv_wqe *w = qp->srq_rwqe;
-
-	if (!qp->srq || !qp->srq_rwqe_valid)
-		return 0;
-	/* rwqe_wc_init reads resp.rwqe; the held copy is the one to flush */
-	qp->resp.rwqe = w;
-	rwqe_wc_init(qp, &c, IBV_WC_WR_FLUSH_ERR);
-	qp->resp.cur = 0;
 	return rwqe_finish(qp, &c);
 }
 

@@ -88,9 +88,5 @@ void swv_resp_reset(struct swv_qp *qp);
  * (a message in progress) with IBV_WC_WR_FLUSH_ERR on this QP. Returns 0 or ENOSPC
  * (receive CQ overflow). The SRQ's other WQEs are not touched. */
 int swv_resp_flush_srq(struct swv_qp *qp);
-/* QP entering ERR with an SRQ: complete the WQE it took from the SRQ and still holds
- * (a message in progress) with IBV_WC_WR_FLUSH_ERR on this QP. Returns 0 or ENOSPC
- * (receive CQ overflow). The SRQ's other WQEs are not touched. */
-int swv_resp_flush_srq(struct swv_qp *qp);
 
 #endif
