@@ -18,7 +18,10 @@
 #include "util/compiler.h"
 #include "util/log.h"
 
-#define EP_SOCKBUF      (4 << 20) /* generous: bursts of RDMA WRITE segments */
+/* Generous: RDMA READ responses arrive in bursts nothing paces (up to a whole READ, or
+ * a window of them), and a datagram that finds the buffer full is lost. Without
+ * CAP_NET_ADMIN the kernel clamps this to net.core.[rw]mem_max. */
+#define EP_SOCKBUF      (16 << 20)
 #define EP_BATCH_MAX    64
 #define EP_MAX_IOV      IOV_MAX
 #define EP_HOLD_RETRY_NS 20000ull /* retry a held packet that met a full buffer */

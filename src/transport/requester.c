@@ -506,6 +506,19 @@ void swv_req_run(struct swv_qp *qp)
 		uint32_t psn = cursor_psn(qp, w);
 		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->window)) >= 0)
 			break;
+		/* A READ's responses take one PSN each and nothing paces them on the wire:
+		 * issue it only if all the PSNs it asks for fit the window, unless it is the
+		 * oldest thing outstanding (a READ larger than the window then runs alone).
+		 * Otherwise a few large READs make the peer burst far more than the receive
+		 * buffer holds, and every lost response sets off replays of all of them. */
+		if (w->opcode == IBV_WR_RDMA_READ && r->cur_pkt == 0 && psn != r->una_psn) {
+			uint32_t want = w->state == SWV_WQE_POSTED
+						? swv_req_npkts(w->opcode, w->length, qp->mtu)
+						: ((w->last_psn - psn) & SWV_PSN_MASK) + 1;
+			if (want > r->window ||
+			    swv_psn_cmp(swv_psn_add(psn, want), swv_psn_add(r->una_psn, r->window)) > 0)
+				break;
+		}
 		if (w->state == SWV_WQE_POSTED) {
 			/* First transmission: PSNs are assigned once and kept for retries. */
 			w->npkts = swv_req_npkts(w->opcode, w->length, qp->mtu);
