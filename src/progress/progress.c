@@ -26,6 +26,7 @@
 #define RX_BATCH  32 /* datagrams per recvmmsg (each up to 64 KiB when GRO coalesced) */
 #define RX_ROUNDS 8  /* batches per readable socket per iteration: fairness between sockets */
 #define MAX_EVENTS 64
+#define RX_GROUP   64 /* packets for one QP handed over under one lock hold */
 #define TIMER_TAG  ((void *)1) /* epoll data of the timerfd (endpoints are real pointers) */
 
 /* Single writer (the progress thread): a plain load+store is enough and avoids a
@@ -48,11 +49,29 @@ static void futex_wake_all(_Atomic uint32_t *addr)
 
 struct rx_state {
 	struct swv_ep_rx rx; /* receive buffers and per-packet descriptors */
+	/* consecutive packets for the same QP, parsed, not yet handed over */
+	struct swv_qp *gqp;
+	unsigned gn;
+	struct swv_pkt gpk[RX_GROUP];
+	const struct swv_pkt *gp[RX_GROUP];
+	const struct sockaddr_in *gs[RX_GROUP];
 	struct swv_qp **due;  /* QPs whose timer is due, collected under qp_lock */
 	size_t due_cap;
 };
 
-static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp)
+static void group_flush(struct rx_state *st)
+{
+	if (st->gn)
+		swv_qp_rx_batch(st->gqp, st->gp, st->gs, st->gn);
+	st->gn = 0;
+	st->gqp = NULL;
+}
+
+/* Validate one packet and queue it for its QP; consecutive packets for one QP are
+ * handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
+ * into the receive buffers, so the group is handed over before the next receive. */
+static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
+			struct rx_state *st)
 {
 	struct swv_progress *pr = &ctx->progress;
 	struct swv_pkt pkt;
@@ -70,7 +89,13 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		stat_inc(&pr->rx_no_qp);
 		return;
 	}
-	swv_qp_rx(qp, &pkt, &rp->src);
+	if (qp != st->gqp || st->gn == RX_GROUP)
+		group_flush(st);
+	st->gqp = qp;
+	st->gpk[st->gn] = pkt;
+	st->gp[st->gn] = &st->gpk[st->gn];
+	st->gs[st->gn] = &rp->src;
+	st->gn++;
 }
 
 static void rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct rx_state *st)
@@ -79,7 +104,8 @@ static void rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
 		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
-			rx_dispatch(ctx, ep, &st->rx.segs[i]);
+			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
+		group_flush(st);
 		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
