@@ -2,7 +2,7 @@
  * Shared receive queues (rules and locking in srq.h).
  *
  * Errors follow rdma-core and rxe: create checks max_wr 1..SWV_SRQ_MAX_WR and
- * max_sge 1..SWV_SRQ_MAX_SGE (EINVAL); srq_limit is ignored at create, as
+ * max_sge <= SWV_SRQ_MAX_SGE (EINVAL; 0 becomes 1); srq_limit is ignored at create, as
  * ibv_create_srq(3) says (query reports 0 until ibv_modify_srq arms it). Modify takes
  * IBV_SRQ_LIMIT (arm; 0 disarms; above max_wr is EINVAL) and IBV_SRQ_MAX_WR (resize:
  * IBV_DEVICE_SRQ_RESIZE is advertised; fewer slots than WQEs posted, or than an armed
@@ -45,11 +45,14 @@ struct swv_srq *swv_srq_create(struct swv_pd *pd, struct ibv_srq_attr *attr, voi
 	struct swv_srq *srq;
 	int rc;
 
-	if (attr->max_wr < 1 || attr->max_wr > SWV_SRQ_MAX_WR || attr->max_sge < 1 ||
-	    attr->max_sge > SWV_SRQ_MAX_SGE) {
+	if (attr->max_wr < 1 || attr->max_wr > SWV_SRQ_MAX_WR || attr->max_sge > SWV_SRQ_MAX_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}
+	/* No SGE at all would still take zero-length messages; give one, as rxe does
+	 * (its minimum), and report it. */
+	if (attr->max_sge < 1)
+		attr->max_sge = 1;
 	/* max_srq is a per-context limit, as a device's SRQ table is. */
 	if (atomic_fetch_add(&ctx->nsrq, 1) >= SWV_MAX_SRQ) {
 		atomic_fetch_sub(&ctx->nsrq, 1);
