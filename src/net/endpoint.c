@@ -297,6 +297,7 @@ struct tx_batch {
 	} e[TXB_MAX];
 	struct mmsghdr m[TXB_MAX];
 	struct iovec v[TXB_MAX];
+	char ctl[TXB_MAX][CMSG_SPACE(sizeof(uint16_t))] __attribute__((aligned(8)));
 	uint8_t buf[TXB_MAX * SWV_EP_BATCH_SMALL];
 };
 
@@ -310,6 +311,82 @@ static void txb_key_init(void)
 	txb_key_ok = pthread_key_create(&txb_key, free) == 0;
 }
 
+static bool same_dst(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* Send queued datagrams [i, j) (one endpoint) with sendmmsg. With 'gso', each run of
+ * datagrams to one destination with the same length (the last may be shorter) becomes
+ * one UDP_SEGMENT message: one skb through the stack instead of one per datagram, and
+ * a single GRO-coalesced datagram for the receiver to split. Returns false if the
+ * kernel refused UDP_SEGMENT (nothing of that message went out: the caller resends
+ * from *from without GSO). */
+static bool txb_send_range(struct tx_batch *b, unsigned i, unsigned j, bool gso, unsigned *from)
+{
+	struct swv_endpoint *ep = b->e[i].ep;
+	unsigned nm = 0;
+	unsigned first[TXB_MAX];
+
+	for (unsigned k = i; k < j;) {
+		unsigned g = k + 1;
+		size_t seg = b->v[k].iov_len, total = seg;
+		if (gso && seg) {
+			while (g < j && g - k < SWV_EP_GSO_MAX_SEGS && same_dst(&b->e[g].dst, &b->e[k].dst) &&
+			       b->v[g].iov_len == seg && total + seg <= SWV_EP_GSO_MAX_BYTES) {
+				total += seg;
+				g++;
+			}
+			if (g < j && g - k < SWV_EP_GSO_MAX_SEGS && same_dst(&b->e[g].dst, &b->e[k].dst) &&
+			    b->v[g].iov_len && b->v[g].iov_len < seg &&
+			    total + b->v[g].iov_len <= SWV_EP_GSO_MAX_BYTES)
+				g++; /* a shorter datagram may end the run */
+		}
+		struct msghdr *m = &b->m[nm].msg_hdr;
+		memset(m, 0, sizeof(*m));
+		m->msg_name = &b->e[k].dst;
+		m->msg_namelen = sizeof(b->e[k].dst);
+		m->msg_iov = &b->v[k];
+		m->msg_iovlen = g - k;
+		if (g - k > 1) {
+			uint16_t gs = (uint16_t)seg;
+			m->msg_control = b->ctl[nm];
+			m->msg_controllen = sizeof(b->ctl[nm]);
+			struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(gs));
+			memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
+		}
+		first[nm++] = k;
+		k = g;
+	}
+	unsigned sent = 0;
+	while (sent < nm) {
+		int r = sendmmsg(ep->fd, b->m + sent, nm - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r > 0) {
+			sent += (unsigned)r;
+			continue;
+		}
+		int err = r < 0 ? errno : EAGAIN;
+		if (err == EINTR)
+			continue;
+		if (b->m[sent].msg_hdr.msg_iovlen > 1 &&
+		    (err == EIO || err == EINVAL || err == EOPNOTSUPP || err == ENOPROTOOPT ||
+		     err == EMSGSIZE)) {
+			if (!atomic_exchange(&ep->gso_off, true))
+				swv_log(SWV_LOG_DEBUG, "endpoint %u: UDP GSO refused (%s)", ep->port,
+					strerror(err));
+			*from = first[sent];
+			return false;
+		}
+		/* Refused (full buffer, ...): this message is lost; try the rest. */
+		swv_log(SWV_LOG_DEBUG, "endpoint %u: batched send: %s", ep->port, strerror(err));
+		sent++;
+	}
+	return true;
+}
+
 static void txb_flush(struct tx_batch *b)
 {
 	unsigned i = 0;
@@ -318,29 +395,9 @@ static void txb_flush(struct tx_batch *b)
 		unsigned j = i + 1;
 		while (j < b->n && b->e[j].ep == b->e[i].ep)
 			j++;
-		for (unsigned k = i; k < j; k++) {
-			b->m[k].msg_hdr.msg_name = &b->e[k].dst;
-			b->m[k].msg_hdr.msg_namelen = sizeof(b->e[k].dst);
-			b->m[k].msg_hdr.msg_iov = &b->v[k];
-			b->m[k].msg_hdr.msg_iovlen = 1;
-			b->m[k].msg_hdr.msg_control = NULL;
-			b->m[k].msg_hdr.msg_controllen = 0;
-			b->m[k].msg_hdr.msg_flags = 0;
-		}
-		unsigned k = i;
-		while (k < j) {
-			int r = sendmmsg(b->e[i].ep->fd, b->m + k, j - k, MSG_DONTWAIT | MSG_NOSIGNAL);
-			if (r > 0) {
-				k += (unsigned)r;
-				continue;
-			}
-			if (r < 0 && errno == EINTR)
-				continue;
-			/* Refused (full buffer, ...): this datagram is lost; try the rest. */
-			swv_log(SWV_LOG_DEBUG, "endpoint %u: batched send: %s", b->e[i].ep->port,
-				r < 0 ? strerror(errno) : "nothing sent");
-			k++;
-		}
+		unsigned from;
+		if (!txb_send_range(b, i, j, swv_ep_gso_usable(b->e[i].ep), &from))
+			(void)txb_send_range(b, from, j, false, &from);
 		i = j;
 	}
 	b->n = 0;

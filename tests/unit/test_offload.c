@@ -242,9 +242,90 @@ static void test_env_off(void)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* Receive datagrams number from..to-1 of test_tx_batch (number 15 went elsewhere). */
+static int recv_batch_check(struct swv_endpoint *b, struct swv_ep_rx *rx, const size_t *lens,
+			    int from, int to)
+{
+	int got = from;
+	for (int spins = 0; got < to && spins < 2000; spins++) {
+		int r = swv_ep_recv_segs(b, rx);
+		CHECK(r >= 0);
+		for (int k = 0; k < r; k++, got++) {
+			CHECK(got < to);
+			unsigned i = (unsigned)got + (got >= 15 ? 1 : 0);
+			CHECK_EQ(rx->segs[k].len, lens[i]);
+			for (size_t o = 0; o < lens[i]; o++)
+				CHECK_EQ(rx->segs[k].buf[o], (uint8_t)(i * 13 + o));
+		}
+		if (!r)
+			usleep(1000);
+	}
+	CHECK_EQ(got, to);
+	CHECK_EQ(swv_ep_recv_segs(b, rx), 0);
+	return to - from;
+}
+
+/* Transmit batching: small datagrams queued in a scope leave in order when it ends
+ * (equal-size runs as GSO messages), a large one flushes what is queued before it, and
+ * nested scopes flush only at the outermost end. */
+static void test_tx_batch(bool gro)
+{
+	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+	struct swv_endpoint a, b, c;
+	struct swv_ep_rx rx;
+	CHECK_OK(swv_ep_open(&a, lo, NULL));
+	CHECK_OK(swv_ep_open(&b, lo, NULL));
+	CHECK_OK(swv_ep_open(&c, lo, NULL));
+	CHECK_OK(swv_ep_rx_init(&rx, 64));
+	if (gro) {
+		swv_ep_enable_gro(&b);
+		swv_ep_enable_gro(&c);
+	}
+	struct sockaddr_in db = to(&b), dc = to(&c);
+	/* lengths: runs of equal sizes, a shorter one ending a run, a large datagram,
+	 * a second destination in the middle */
+	static const size_t lens[] = {40, 40, 40, 40, 36, 40, 40, 100, 100, 3000, 8,
+				      8,  8,  8,  8,  8,  8,  8,  8,   8,   20,   40};
+	const unsigned n = SWV_ARRAY_SIZE(lens);
+	uint8_t pkt[3000];
+	swv_ep_batch_begin();
+	swv_ep_batch_begin(); /* nested: nothing leaves at the inner end */
+	for (unsigned i = 0; i < n; i++) {
+		for (size_t o = 0; o < lens[i]; o++)
+			pkt[o] = (uint8_t)(i * 13 + o);
+		struct iovec iov[2] = {{pkt, 4}, {pkt + 4, lens[i] - 4}};
+		CHECK_OK(swv_ep_send(&a, i == 15 ? &dc : &db, iov, 2));
+		if (i == 5) {
+			swv_ep_batch_end(); /* inner end: still batching */
+			CHECK_EQ(swv_ep_recv_segs(&b, &rx), 0);
+		}
+	}
+	/* The large datagram (9) flushed 0..8 before it; 10.. wait for the outer end. */
+	int got = recv_batch_check(&b, &rx, lens, 0, 10);
+	CHECK_EQ(swv_ep_recv_segs(&c, &rx), 0);
+	swv_ep_batch_end();
+	got += recv_batch_check(&b, &rx, lens, 10, (int)n - 1);
+	CHECK_EQ(got, (int)n - 1);
+	int r = 0;
+	for (int spins = 0; r == 0 && spins < 2000; spins++) {
+		r = swv_ep_recv_segs(&c, &rx);
+		if (!r)
+			usleep(1000);
+	}
+	CHECK_EQ(r, 1);
+	CHECK_EQ(rx.segs[0].len, lens[15]);
+	CHECK_EQ(rx.segs[0].buf[0], (uint8_t)(15 * 13));
+	swv_ep_rx_free(&rx);
+	swv_ep_close(&a);
+	swv_ep_close(&b);
+	swv_ep_close(&c);
+}
+
 int main(void)
 {
-	test_env_off();
+	test_env_off(); /* first: SWVERBS_GSO is read once per process */
+	test_tx_batch(true);
+	test_tx_batch(false);
 	test_gso_gro();
 	test_fault_fallback();
 	printf("test_offload: OK\n");
