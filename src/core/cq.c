@@ -1,5 +1,6 @@
 /* Completion queue rings and completion-channel events (see cq.h for the rules). */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 static uint32_t roundup_pow2(uint32_t v)
@@ -52,6 +54,8 @@ int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 		return ENOSPC;
 	}
 	cq->ring[tail & (cq->size - 1)] = *wc;
+	if (cq->ts) /* extended CQ with timestamps: when the CQE was written */
+		cq->ts[tail & (cq->size - 1)] = swv_now_ns();
 	atomic_store_explicit(&cq->tail, tail + 1, memory_order_release);
 	if (cq->notify == 1 || (cq->notify == 2 && solicited)) {
 		cq->notify = 0; /* one event per arm */
@@ -63,20 +67,39 @@ int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 	return 0;
 }
 
+static inline bool cq_empty(struct swv_cq *cq)
+{
+	return atomic_load_explicit(&cq->tail, memory_order_acquire) ==
+	       atomic_load_explicit(&cq->head, memory_order_relaxed);
+}
+
 int swv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
-	struct swv_cq *cq = to_swv_cq(ibcq);
+	return swv_cq_poll_ts(to_swv_cq(ibcq), num_entries, wc, NULL);
+}
+
+int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts)
+{
 	int n = 0;
 
 	if (num_entries < 0 || (num_entries && !wc))
 		return -1;
-	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). */
-	if (atomic_load_explicit(&cq->tail, memory_order_acquire) ==
-	    atomic_load_explicit(&cq->head, memory_order_relaxed))
-		return 0;
+	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). The
+	 * poller then does the context's pending receive work itself, if nobody else is
+	 * (swv_progress_assist), and looks once more; if someone else is, it yields so a
+	 * preempted holder can finish rather than wait out this thread's time slice. */
+	if (cq_empty(cq)) {
+		int done = swv_progress_assist(to_swv_ctx(cq->ibcq.context));
+		if (done < 0)
+			sched_yield();
+		if (done <= 0 || cq_empty(cq))
+			return 0;
+	}
 	pthread_mutex_lock(&cq->lock);
 	uint32_t head = ld(&cq->head), tail = ld(&cq->tail);
 	while (n < num_entries && head != tail) {
+		if (ts)
+			ts[n] = cq->ts[head & (cq->size - 1)];
 		wc[n++] = cq->ring[head & (cq->size - 1)];
 		head++;
 	}
@@ -105,6 +128,39 @@ uint32_t swv_cq_count(struct swv_cq *cq)
 	uint32_t n = ld(&cq->tail) - ld(&cq->head);
 	pthread_mutex_unlock(&cq->lock);
 	return n;
+}
+
+void swv_cq_clean(struct swv_cq *cq, uint32_t qpn)
+{
+	pthread_mutex_lock(&cq->lock);
+	uint32_t head = ld(&cq->head), tail = ld(&cq->tail), mask = cq->size - 1;
+	/* Walk from the newest: keep the others, in order, packed toward the tail. */
+	uint32_t keep = tail;
+	for (uint32_t i = tail; i != head;) {
+		i--;
+		if (cq->ring[i & mask].qp_num == qpn)
+			continue;
+		keep--;
+		if (keep != i) {
+			cq->ring[keep & mask] = cq->ring[i & mask];
+			if (cq->ts)
+				cq->ts[keep & mask] = cq->ts[i & mask];
+		}
+	}
+	/* Only head moves (forward), so a lock-free emptiness check stays safe. */
+	atomic_store_explicit(&cq->head, keep, memory_order_relaxed);
+	pthread_mutex_unlock(&cq->lock);
+}
+
+int swv_cq_enable_timestamps(struct swv_cq *cq)
+{
+	uint64_t *ts = calloc(cq->size, sizeof(*ts));
+	if (!ts)
+		return ENOMEM;
+	pthread_mutex_lock(&cq->lock);
+	cq->ts = ts;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
 }
 
 struct swv_cq *swv_cq_create(struct ibv_context *ibctx, int cqe, void *cq_context,
@@ -177,6 +233,8 @@ int swv_cq_destroy(struct swv_cq *cq)
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
+	free(cq->ts);
+	free(cq->ex);
 	free(cq);
 	return 0;
 }
@@ -187,20 +245,33 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 		return EINVAL;
 	uint32_t size = roundup_pow2((uint32_t)cqe);
 	struct ibv_wc *ring = calloc(size, sizeof(*ring));
-	if (!ring)
+	/* Timestamps (extended CQs) move with their CQEs; cq->ts is set once, at
+	 * creation, so reading it here without the lock is safe. */
+	uint64_t *ts = cq->ts ? calloc(size, sizeof(*ts)) : NULL;
+	if (!ring || (cq->ts && !ts)) {
+		free(ring);
+		free(ts);
 		return ENOMEM;
+	}
 
 	pthread_mutex_lock(&cq->lock);
 	uint32_t head = ld(&cq->head), n = ld(&cq->tail) - head;
 	if (n > size) {
 		pthread_mutex_unlock(&cq->lock);
 		free(ring);
+		free(ts);
 		return EINVAL; /* would drop completions */
 	}
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		ring[(head + i) & (size - 1)] = cq->ring[(head + i) & (cq->size - 1)];
+		if (ts)
+			ts[(head + i) & (size - 1)] = cq->ts[(head + i) & (cq->size - 1)];
+	}
 	struct ibv_wc *old = cq->ring;
+	uint64_t *old_ts = cq->ts;
 	cq->ring = ring;
+	if (ts)
+		cq->ts = ts;
 	cq->size = size;
 	/* head and tail keep their values (the CQEs moved to the same slots modulo the
 	 * new size): a lock-free reader comparing them is never misled. */
@@ -208,5 +279,7 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	((struct ibv_cq *)&cq->ibcq)->cqe = (int)size;
 	pthread_mutex_unlock(&cq->lock);
 	free(old);
+	if (ts)
+		free(old_ts);
 	return 0;
 }

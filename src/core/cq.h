@@ -25,6 +25,8 @@
 
 #include "util/list.h"
 
+struct swv_cq_ex;
+
 struct swv_comp_channel {
 	struct ibv_comp_channel ibch; /* ibch.fd = eventfd (EFD_SEMAPHORE): one token per event */
 	int wfd;                      /* the same eventfd (kept for symmetry; not separately owned) */
@@ -54,6 +56,11 @@ struct swv_cq {
 	struct swv_list ch_entry;     /* in channel->ready while ch_pending > 0 */
 	unsigned ch_pending;          /* events queued, not yet taken by ibv_get_cq_event */
 	uint32_t comp_events_reported; /* events handed to the application */
+	/* Extended CQs (cq_ex.c), NULL for ibv_create_cq CQs: the polling state of the
+	 * ibv_cq_ex callbacks, and each ring slot's completion time (ts[i] goes with
+	 * ring[i], written by swv_cq_push, under lock) when timestamps were asked for. */
+	struct swv_cq_ex *ex;
+	uint64_t *ts;
 	uint32_t async_events_reported; /* CQ async events handed out; under ctx->async.lock */
 };
 
@@ -80,5 +87,15 @@ int swv_cq_destroy(struct swv_cq *cq);
 int swv_cq_resize(struct swv_cq *cq, int cqe);
 /* Number of completions queued (tests, tools). */
 uint32_t swv_cq_count(struct swv_cq *cq);
+
+/* ibv_poll_cq with each CQE's completion time in ts[] (ts NULL: as ibv_poll_cq; else
+ * the CQ must have timestamps). Returns the number taken, or -1 on bad arguments. */
+int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts);
+/* Record a completion time for every CQE from now on (cq_ex.c, at creation).
+ * 0 or ENOMEM. */
+int swv_cq_enable_timestamps(struct swv_cq *cq);
+/* Discard the CQEs of QP qpn still queued, keeping the others in order (a QP moved
+ * to RESET or destroyed, as the mlx4/mlx5 providers clean their CQs). */
+void swv_cq_clean(struct swv_cq *cq, uint32_t qpn);
 
 #endif

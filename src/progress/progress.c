@@ -47,7 +47,9 @@ static void futex_wake_all(_Atomic uint32_t *addr)
 	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-struct rx_state {
+/* Receive state shared by the thread and assisting application threads; used only
+ * under pr->work_lock. */
+struct swv_progress_rx {
 	struct swv_ep_rx rx; /* receive buffers and per-packet descriptors */
 	/* consecutive packets for the same QP, parsed, not yet handed over */
 	struct swv_qp *gqp;
@@ -59,7 +61,7 @@ struct rx_state {
 	size_t due_cap;
 };
 
-static void group_flush(struct rx_state *st)
+static void group_flush(struct swv_progress_rx *st)
 {
 	if (st->gn)
 		swv_qp_rx_batch(st->gqp, st->gp, st->gs, st->gn);
@@ -71,7 +73,7 @@ static void group_flush(struct rx_state *st)
  * handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
  * into the receive buffers, so the group is handed over before the next receive. */
 static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
-			struct rx_state *st)
+			struct swv_progress_rx *st)
 {
 	struct swv_progress *pr = &ctx->progress;
 	struct swv_pkt pkt;
@@ -98,22 +100,40 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	st->gn++;
 }
 
-static void rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct rx_state *st)
+/* Returns the number of packets dispatched. */
+static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st)
 {
+	int total = 0;
 	for (int round = 0; round < RX_ROUNDS; round++) {
 		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
 		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
 			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
 		group_flush(st);
+		total += n > 0 ? n : 0;
 		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
+	return total;
+}
+
+/* Enter/leave a unit of receive work (work_lock held): seq odd while inside. */
+static void work_begin(struct swv_progress *pr)
+{
+	atomic_fetch_add(&pr->seq, 1);
+	(void)atomic_load_explicit(&pr->ep_gen, memory_order_acquire);
+}
+
+static void work_end(struct swv_progress *pr)
+{
+	atomic_fetch_add(&pr->seq, 1);
+	if (atomic_load(&pr->sync_waiters))
+		futex_wake_all(&pr->seq);
 }
 
 /* Run due QP timers and release delayed packets; returns the earliest future deadline
  * (UINT64_MAX if none). */
-static uint64_t run_timers(struct swv_context *ctx, struct rx_state *st, uint64_t now)
+static uint64_t run_timers(struct swv_context *ctx, struct swv_progress_rx *st, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 	size_t ndue = 0;
@@ -196,14 +216,8 @@ static void *progress_main(void *arg)
 	struct swv_context *ctx = arg;
 	struct swv_progress *pr = &ctx->progress;
 	struct epoll_event evs[MAX_EVENTS];
-	struct rx_state st = {0};
+	struct swv_progress_rx *st = pr->rx;
 	uint64_t next = UINT64_MAX;
-
-	if (swv_ep_rx_init(&st.rx, RX_BATCH)) {
-		/* Cannot receive at all: a context without progress would hang silently. */
-		swv_log(SWV_LOG_ERR, "progress thread: out of memory; context is dead");
-		return NULL;
-	}
 
 	for (;;) {
 		/* Announce the deadline we will sleep to, then look at 'pending': a kicker
@@ -226,9 +240,9 @@ static void *progress_main(void *arg)
 		/* seq odd: from here on this iteration may hold QP pointers. A QP unpublished
 		 * (seq_cst) before this increment is invisible to it; one unpublished after is
 		 * waited for by swv_progress_sync until seq turns even again. */
-		atomic_fetch_add(&pr->seq, 1);
+		pthread_mutex_lock(&pr->work_lock);
+		work_begin(pr);
 
-		(void)atomic_load_explicit(&pr->ep_gen, memory_order_acquire);
 		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
 		uint64_t now = swv_now_ns();
 		atomic_store_explicit(&pr->last_iter_ns, now, memory_order_relaxed);
@@ -254,19 +268,48 @@ static void *progress_main(void *arg)
 				pthread_mutex_unlock(&pr->timer_lock);
 				continue;
 			}
-			rx_endpoint(ctx, ep, &st);
+			rx_endpoint(ctx, ep, st);
 		}
 		now = swv_now_ns();
-		next = SWV_MIN(next, run_timers(ctx, &st, now));
+		next = SWV_MIN(next, run_timers(ctx, st, now));
 
 		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
-		atomic_fetch_add(&pr->seq, 1);
-		if (atomic_load(&pr->sync_waiters))
-			futex_wake_all(&pr->seq);
+		work_end(pr);
+		pthread_mutex_unlock(&pr->work_lock);
 	}
-	free(st.due);
-	swv_ep_rx_free(&st.rx);
 	return NULL;
+}
+
+int swv_progress_assist(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+	struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
+	unsigned n = 0;
+	int done = 0;
+
+	if (!pr->started)
+		return 0;
+	if (pthread_mutex_trylock(&pr->work_lock))
+		return -1; /* someone is receiving already */
+	work_begin(pr);
+	pthread_mutex_lock(&ctx->qp_lock); /* ports[] grows under it; entries never move */
+	for (; n < ctx->nports; n++)
+		eps[n] = &ctx->ports[n]->ep;
+	pthread_mutex_unlock(&ctx->qp_lock);
+	for (unsigned i = 0; i < n; i++)
+		done += rx_endpoint(ctx, eps[i], pr->rx);
+	work_end(pr);
+	pthread_mutex_unlock(&pr->work_lock);
+	return done;
+}
+
+static void rx_state_free(struct swv_progress_rx *st)
+{
+	if (!st)
+		return;
+	free(st->due);
+	swv_ep_rx_free(&st->rx);
+	free(st);
 }
 
 int swv_progress_start(struct swv_context *ctx)
@@ -308,7 +351,15 @@ int swv_progress_start(struct swv_context *ctx)
 		rc = errno;
 		goto err;
 	}
+	pr->rx = calloc(1, sizeof(*pr->rx));
+	if (!pr->rx || swv_ep_rx_init(&pr->rx->rx, RX_BATCH)) {
+		free(pr->rx);
+		pr->rx = NULL;
+		rc = ENOMEM;
+		goto err;
+	}
 	pthread_mutex_init(&pr->timer_lock, NULL);
+	pthread_mutex_init(&pr->work_lock, NULL);
 	/* The thread takes no signals: the application's handlers run in its threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -316,6 +367,7 @@ int swv_progress_start(struct swv_context *ctx)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		pthread_mutex_destroy(&pr->timer_lock);
+		pthread_mutex_destroy(&pr->work_lock);
 		goto err;
 	}
 	/* Named for perf/top/gdb; "swv-progress" fits the 15-character limit. */
@@ -323,6 +375,8 @@ int swv_progress_start(struct swv_context *ctx)
 	pr->started = true;
 	return 0;
 err:
+	rx_state_free(pr->rx);
+	pr->rx = NULL;
 	if (pr->tfd >= 0)
 		close(pr->tfd);
 	if (pr->evfd >= 0)
@@ -343,6 +397,9 @@ void swv_progress_stop(struct swv_context *ctx)
 		pthread_join(pr->thread, NULL);
 		pr->started = false;
 		pthread_mutex_destroy(&pr->timer_lock);
+		pthread_mutex_destroy(&pr->work_lock);
+		rx_state_free(pr->rx);
+		pr->rx = NULL;
 	}
 	if (pr->tfd >= 0)
 		close(pr->tfd);

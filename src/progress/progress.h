@@ -51,6 +51,12 @@ struct swv_progress {
 	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
 	_Atomic uint64_t epoch;        /* loop iterations completed (statistics) */
 	_Atomic uint64_t last_iter_ns; /* when the last iteration looked at the clock (tests) */
+	/* Held by whoever receives and dispatches packets: the thread for each whole
+	 * iteration, an application thread for one swv_progress_assist pass. 'seq' is odd
+	 * exactly while it is held, and 'rx' (receive buffers) is used only under it.
+	 * Lock order: work_lock, then qp->lock, then cq->lock. */
+	pthread_mutex_t work_lock;
+	struct swv_progress_rx *rx;
 	_Atomic uint32_t seq;          /* odd during an iteration; futex word for sync */
 	_Atomic uint32_t sync_waiters; /* threads blocked in swv_progress_sync */
 	/* Bumped (release) once an endpoint is fully set up, before it joins epoll; read
@@ -86,5 +92,14 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns);
  * itself it returns at once (the caller is that work). */
 void swv_progress_sync(struct swv_context *ctx);
 bool swv_progress_is_self(struct swv_context *ctx);
+/* Application-assisted progress: if nobody is receiving for ctx right now, receive and
+ * dispatch what its sockets hold, without blocking. Called by ibv_poll_cq on an empty
+ * CQ, so a busy-polling application completes its own work instead of waiting for the
+ * progress thread to be scheduled (on a machine with few cores, a poller can starve it
+ * for milliseconds). Returns the number of packets processed, or -1 if another thread
+ * holds the work lock -- the caller should then yield the CPU, because that holder may
+ * be waiting for the very core the caller spins on. Never call it while holding a QP
+ * or CQ lock. */
+int swv_progress_assist(struct swv_context *ctx);
 
 #endif
