@@ -28,6 +28,18 @@ free_port() {
 	done
 }
 
+# wait_port PORT [SECONDS]: wait until something listens on TCP PORT (a server's
+# out-of-band socket), so a client does not race a server that is still starting on a
+# loaded machine. Returns 1 if nothing listens in time (default 30 s).
+wait_port() {
+	local i
+	for ((i = 0; i < ${2:-30} * 10; i++)); do
+		ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 fail() {
 	echo "FAIL: $*" >&2
 	exit 1
@@ -44,7 +56,12 @@ pair() {
 	cli=("$@")
 	timeout "$to" "$SWVERBS_RUN" "${srv[@]}" >"$TMP/$name.server" 2>&1 &
 	local spid=$!
-	sleep 0.3
+	# PAIR_PORT=N pair ...: start the client once the server listens on N.
+	if [ -n "${PAIR_PORT:-}" ]; then
+		wait_port "$PAIR_PORT" 30 || true
+	else
+		sleep 0.3
+	fi
 	local crc=0 src=0
 	timeout "$to" "$SWVERBS_RUN" "${cli[@]}" >"$TMP/$name.client" 2>&1 || crc=$?
 	wait $spid || src=$?
