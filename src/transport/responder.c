@@ -799,8 +799,9 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	bool has_grh = roce || (pkt->deth_rsvd & SWV_DETH_GRH);
 	if (has_grh)
 		ud_build_grh(qp, pkt, src, grh);
-	if ((has_grh && swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, grh, sizeof(grh))) ||
-	    (pkt->paylen && swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, sizeof(grh),
+	struct swv_pd *wpd = rwqe_pd(qp);
+	if ((has_grh && swv_mr_scatter(qp->ctx, wpd, w->sge, w->num_sge, 0, grh, sizeof(grh))) ||
+	    (pkt->paylen && swv_mr_scatter(qp->ctx, wpd, w->sge, w->num_sge, sizeof(grh),
 					   pkt->payload, pkt->paylen))) {
 		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
 		swv_qp_to_error(qp);
