@@ -17,7 +17,8 @@
 
 SWV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
 {
-	/* A swverbs context has no command fd (ibv_context.cmd_fd is -1). */
+	/* A swverbs context's cmd_fd carries no commands (it is /dev/null), so there
+	 * is no kernel context behind any fd to import. */
 	errno = cmd_fd < 0 ? EBADF : EOPNOTSUPP;
 	return NULL;
 }

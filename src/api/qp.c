@@ -4,34 +4,68 @@
  * positive errno, as libibverbs does.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/qp.h"
+#include "core/qp_ex.h"
 #include "util/compiler.h"
 
-/* Create attributes swverbs understands (the rest answer EOPNOTSUPP). */
-#define SUPPORTED_COMP_MASK (IBV_QP_INIT_ATTR_PD)
+/* Create attributes swverbs understands. XRC domains, TSO headers and RSS (indirection
+ * table, hash) are features it does not have: EOPNOTSUPP. Bits beyond the known ones
+ * are EINVAL. */
+#define KNOWN_COMP_MASK                                                                            \
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
+	 IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | \
+	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+#define SUPPORTED_COMP_MASK                                                                        \
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
-	if (!ctx || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
-	    attr->pd->context != ctx) {
+	if (!ctx || !attr || attr->comp_mask & ~(uint32_t)KNOWN_COMP_MASK) {
 		errno = EINVAL;
 		return NULL;
 	}
-	/* Extended send ops (ibv_qp_ex), create flags, XRC, RSS, source QPN: not yet. */
 	if (attr->comp_mask & ~(uint32_t)SUPPORTED_COMP_MASK) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* No create flag (loopback blocking, scatter FCS, CVLAN stripping, source QPN,
+	 * padding) is implemented; the mask with no flag set asks for nothing (rxe's
+	 * answer to a flag is EOPNOTSUPP too). */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	bool send_ops = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	int err = 0;
+	if (send_ops) {
+		err = swv_qp_ex_check_ops(attr->qp_type, attr->send_ops_flags);
+		if (err) {
+			errno = err;
+			return NULL;
+		}
+	}
 	struct swv_qp *qp = swv_qp_create(to_swv_pd(attr->pd), attr, &err);
 	if (!qp) {
 		errno = err;
 		return NULL;
+	}
+	if (send_ops) {
+		err = swv_qp_ex_init(qp, attr->send_ops_flags);
+		if (err) {
+			swv_qp_destroy(qp);
+			errno = err;
+			return NULL;
+		}
 	}
 	return &qp->qpx.qp_base;
 }
@@ -78,11 +112,12 @@ SWV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 
 SWV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	/* Only a QP created with send ops has a usable ibv_qp_ex; none can be yet. */
+	/* As rdma-core: only a QP created with send ops (VERBS_QP_EX in verbs_qp's
+	 * comp_mask) has a usable ibv_qp_ex; for the others this is NULL. */
 	if (!qp)
 		return NULL;
 	struct swv_qp *q = to_swv_qp(qp);
-	if (!(q->verbs_comp_mask & 2u))
+	if (!(q->verbs_comp_mask & SWV_VERBS_QP_EX))
 		return NULL;
 	return &q->qpx;
 }

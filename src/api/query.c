@@ -12,6 +12,7 @@
 
 #include "core/context.h"
 #include "core/srq.h"
+#include "core/cq_ex.h"
 #include "transport/responder.h"
 #include "util/compiler.h"
 
@@ -73,8 +74,14 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(to_swv_ctx(ibctx), &ex.orig_attr);
-	/* No ODP, timestamps, TSO, RSS, DM, packet pacing: all left 0. */
-	ex.phys_port_cnt_ex = 1;
+	/* The 64-bit flags extend the 32-bit ones (nothing beyond them is offered). */
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+	/* Completion timestamps (core/cq_ex.h): a 1 GHz clock, all 64 bits valid. */
+	ex.completion_timestamp_mask = SWV_TIMESTAMP_MASK;
+	ex.hca_core_clock = SWV_HCA_CORE_CLOCK_KHZ;
+	/* No ODP, TSO, RSS, device memory, packet pacing, tag matching, CQ moderation:
+	 * all left 0. */
+	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
 	/* The caller's struct may be older (shorter) or newer (longer) than ours. */
 	memset(attr, 0, attr_size);
 	memcpy(attr, &ex, SWV_MIN(attr_size, sizeof(ex)));

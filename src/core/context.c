@@ -15,6 +15,7 @@
 #include "core/comp_cntr.h"
 #include "core/context.h"
 #include "core/cq.h"
+#include "core/cq_ex.h"
 #include "core/qp.h"
 #include "core/srq.h"
 #include "net/fault.h"
@@ -112,7 +113,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ib->ops.post_send = swv_post_send;
 	ib->ops.post_recv = swv_post_recv;
 	ib->ops.post_srq_recv = swv_post_srq_recv;
-	/* No kernel command channel exists; -1 is never a valid fd to misuse. */
+	/* No kernel command channel exists; -1 until the context is up (see below). */
 	ib->cmd_fd = -1;
 	ib->num_comp_vectors = 1;
 	pthread_mutex_init(&ib->mutex, NULL);
@@ -126,6 +127,8 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
 	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
 	ctx->vctx.create_srq_ex = swv_create_srq_ex;
+	ctx->vctx.create_cq_ex = swv_create_cq_ex; /* extended CQs (core/cq_ex.h) */
+	ctx->vctx.query_rt_values = swv_query_rt_values; /* the completion clock */
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */
@@ -146,6 +149,11 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	}
 	ctx->nports = 1;
 	ctx->fault = ctx->ports[0]->fault;
+	/* Programs treat cmd_fd as an open descriptor (pyverbs' test_shared_pd dup()s
+	 * it before ibv_import_device): give them one that carries no commands, so that
+	 * import then answers EOPNOTSUPP instead of the dup failing with EBADF. If even
+	 * /dev/null cannot be opened the context still works, with -1. */
+	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	return ctx;
 
 err_port:
@@ -172,6 +180,8 @@ void swv_ctx_close(struct swv_context *ctx)
 		port_free(ctx->ports[i]);
 	swv_mr_table_destroy(&ctx->mrs);
 	swv_async_fini(&ctx->async);
+	if (ctx->vctx.context.cmd_fd >= 0)
+		close(ctx->vctx.context.cmd_fd);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);

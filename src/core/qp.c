@@ -15,6 +15,7 @@
 #include "core/pd.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/qp_ex.h"
 #include "net/addr.h"
 #include "net/endpoint.h"
 #include "progress/progress.h"
@@ -195,6 +196,12 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
+	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
+	 * CQEs: a later poll never returns a QP number that no longer exists. */
+	swv_cq_clean(qp->rcq, qp->qpn);
+	if (qp->scq != qp->rcq)
+		swv_cq_clean(qp->scq, qp->qpn);
+	swv_qp_ex_fini(qp);
 	/* Nothing raises events for it any more: withdraw the unread ones and wait for
 	 * the acknowledgement of those handed out (core/async.h, as rdma-core). */
 	struct ibv_qp *ib = &qp->qpx.qp_base;

@@ -28,6 +28,7 @@ struct swv_endpoint;
 struct swv_pd;
 struct swv_cq;
 struct swv_srq;
+struct swv_wr_batch;
 
 /* One posted send work request, copied at post time. SGEs (or inline bytes) follow. */
 struct swv_send_wqe {
@@ -84,11 +85,14 @@ static inline uint32_t swv_wq_used(const struct swv_wq *q)
 }
 
 struct swv_qp {
-	/* ibv_qp_ex, then the rest of rdma-core's verbs_qp layout, so ibv_qp_to_qp_ex and
-	 * anything peeking at verbs_qp.comp_mask (+352) see what they expect. */
+	/* ibv_qp_ex, then the rest of rdma-core 65's verbs_qp layout (ibv_qp_ex is 360
+	 * bytes there: 44's 352 plus wr_flush), so ibv_qp_to_qp_ex and anything peeking
+	 * at verbs_qp.comp_mask (+360) see what they expect (static assert in qp_ex.c). */
 	struct ibv_qp_ex qpx;
-	uint32_t verbs_comp_mask; /* +352: bit 1 (VERBS_QP_EX) when created with send_ops */
-	struct ibv_xrcd *verbs_xrcd; /* +360 */
+	uint32_t verbs_comp_mask; /* +360: bit 1 (VERBS_QP_EX) when created with send_ops */
+	struct ibv_xrcd *verbs_xrcd; /* +368 */
+	/* ibv_wr_* batch builder (qp_ex.c); NULL unless created with send ops. */
+	struct swv_wr_batch *wr_batch;
 
 	struct swv_context *ctx;
 	struct swv_endpoint *ep;

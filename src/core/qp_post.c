@@ -8,6 +8,7 @@
 
 #include "core/ah.h"
 #include "core/qp.h"
+#include "core/qp_ex.h"
 #include "net/addr.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
@@ -135,7 +136,44 @@ int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah
 	return 0;
 }
 
+/* For ibv_wr_complete (qp_ex.c): every WR of the chain, and the send queue's room for
+ * all of them, checked before any is queued, so a bad batch posts nothing. */
+static int check_batch(struct swv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	uint32_t room = qp->sq.max_wr - swv_wq_used(&qp->sq);
+	for (uint32_t n = 0; wr; wr = wr->next, n++) {
+		uint64_t len;
+		int err = check_send_wr(qp, wr, &len);
+		if (!err && n >= room)
+			err = ENOMEM;
+		if (!err && qp->type == IBV_QPT_UD) {
+			struct swv_send_wqe probe; /* only the checks of set_ud matter here */
+			err = swv_send_wqe_set_ud(qp, &probe, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+						  wr->wr.ud.remote_qkey);
+		}
+		if (err) {
+			*bad = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
+		     bool all_or_nothing);
+
 int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	return post_send(ibqp, wr, bad, false);
+}
+
+int swv_post_send_batch(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	return post_send(ibqp, wr, bad, true);
+}
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
+		     bool all_or_nothing)
 {
 	struct ibv_send_wr *dummy;
 	if (!bad)
@@ -155,6 +193,11 @@ int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_w
 		err = EINVAL;
 		*bad = wr;
 		goto out;
+	}
+	if (all_or_nothing) {
+		err = check_batch(qp, wr, bad);
+		if (err)
+			goto out;
 	}
 	for (; wr; wr = wr->next) {
 		uint64_t len;

@@ -8,6 +8,7 @@
 #include "core/ah.h"
 #include "core/async.h"
 #include "core/context.h"
+#include "core/cq.h"
 #include "core/qp.h"
 #include "net/addr.h"
 #include "transport/requester.h"
@@ -317,6 +318,13 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		swv_req_reset(qp);
 		swv_resp_reset(qp);
 		swv_qp_set_timer(qp, 0);
+		/* Its completions still queued are discarded too, as the mlx4/mlx5
+		 * providers clean the QP's CQEs from both CQs on RESET: a QP brought back
+		 * ERR -> RESET -> RTS must not hand out flush CQEs of its previous life
+		 * (pyverbs test_mr_rereg_pd/_addr poll right after such a restart). */
+		swv_cq_clean(qp->rcq, qp->qpn);
+		if (qp->scq != qp->rcq)
+			swv_cq_clean(qp->scq, qp->qpn);
 		break;
 	case IBV_QPS_INIT:
 		qp->state = IBV_QPS_INIT;

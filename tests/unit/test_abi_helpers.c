@@ -421,6 +421,12 @@ static void test_unsupported(struct objs *o)
 	/* Import: a swverbs object lives in its process; nothing to import. */
 	CHECK_NULL_ERRNO(ibv_import_device(-1), EBADF);
 	CHECK_NULL_ERRNO(ibv_import_device(0), EOPNOTSUPP);
+	/* cmd_fd is an open descriptor a program may dup (pyverbs' test_shared_pd);
+	 * importing from it is what fails. */
+	int dfd = dup(o->ctx->cmd_fd);
+	CHECK(dfd >= 0);
+	CHECK_NULL_ERRNO(ibv_import_device(dfd), EOPNOTSUPP);
+	close(dfd);
 	CHECK_NULL_ERRNO(ibv_import_pd(o->ctx, 1), EOPNOTSUPP);
 	CHECK_NULL_ERRNO(ibv_import_pd(NULL, 1), EINVAL);
 	CHECK_NULL_ERRNO(ibv_import_mr(o->pd, 1), EOPNOTSUPP);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -80,14 +81,14 @@ static void test_context_abi(struct ibv_context *ctx)
 	CHECK(ctx->abi_compat == (void *)UINTPTR_MAX);
 	CHECK_EQ(v->sz, sizeof(struct verbs_context));
 	CHECK(v->query_port && v->query_device_ex);
-	CHECK(v->create_cq_ex == NULL); /* -> EOPNOTSUPP, not a crash */
+	CHECK(v->create_cq_ex && v->query_rt_values); /* extended CQs, the completion clock */
 	CHECK(ctx->ops.poll_cq && ctx->ops.req_notify_cq && ctx->ops.post_send &&
 	      ctx->ops.post_recv && ctx->ops.post_srq_recv);
 	CHECK_EQ(ctx->num_comp_vectors, 1);
 	CHECK(ctx->async_fd >= 0);
-	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	struct ibv_cq_init_attr_ex cqa = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN};
 	errno = 0;
-	CHECK(ibv_create_cq_ex(ctx, &cqa) == NULL && errno == EOPNOTSUPP);
+	CHECK(ibv_create_cq_ex(ctx, &cqa) == NULL && errno == EOPNOTSUPP); /* no raw packet */
 }
 
 static void test_query_device(struct ibv_context *ctx, struct ibv_device *dev)
@@ -117,7 +118,22 @@ static void test_query_device(struct ibv_context *ctx, struct ibv_device *dev)
 	CHECK(memcmp(&ax.orig_attr, &a, sizeof(a)) == 0);
 	CHECK_EQ(ax.phys_port_cnt_ex, a.phys_port_cnt);
 	CHECK_EQ(ax.odp_caps.general_caps, 0);
-	CHECK_EQ(ax.completion_timestamp_mask, 0);
+	/* Completion timestamps: a 1 GHz clock (1 tick = 1 ns), 64 valid bits. */
+	CHECK(ax.completion_timestamp_mask == UINT64_MAX);
+	CHECK_EQ(ax.hca_core_clock, 1000000);
+	CHECK(ax.device_cap_flags_ex == a.device_cap_flags);
+	CHECK_EQ(ax.max_dm_size, 0);
+	struct ibv_values_ex rt = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK};
+	struct timespec mono;
+	CHECK_OK(ibv_query_rt_values_ex(ctx, &rt));
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	CHECK_EQ(rt.comp_mask, IBV_VALUES_MASK_RAW_CLOCK);
+	CHECK_EQ(rt.raw_clock.tv_sec, 0); /* ticks in tv_nsec, as mlx5 reports them */
+	uint64_t now = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+	CHECK((uint64_t)rt.raw_clock.tv_nsec <= now &&
+	      now - (uint64_t)rt.raw_clock.tv_nsec < 1000000000ull);
+	rt.comp_mask = IBV_VALUES_MASK_RESERVED;
+	CHECK_EQ(ibv_query_rt_values_ex(ctx, &rt), EINVAL);
 	struct ibv_query_device_ex_input in = {.comp_mask = 1};
 	CHECK_EQ(ibv_query_device_ex(ctx, &in, &ax), EINVAL);
 	/* An older caller's smaller struct: only its bytes are written. */

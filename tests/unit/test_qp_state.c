@@ -272,18 +272,45 @@ static void test_create(struct env *e)
 	CHECK(!ibv_create_qp(NULL, &ia) && errno == EINVAL);
 	CHECK(!ibv_create_qp(e->pd, NULL) && errno == EINVAL);
 
-	/* ibv_create_qp_ex: PD only works; send ops are not there yet. */
+	/* ibv_create_qp_ex: PD only works, and with send ops (the ibv_wr_* API) too. */
 	struct ibv_qp_init_attr_ex iax = {.send_cq = e->cq, .recv_cq = e->cq,
 					  .cap = {.max_send_wr = 1, .max_recv_wr = 1},
 					  .qp_type = IBV_QPT_RC,
 					  .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = e->pd};
 	qp = ibv_create_qp_ex(e->ctx, &iax);
 	CHECK_PTR(qp);
+	CHECK(ibv_qp_to_qp_ex(qp) == NULL); /* not created with send ops */
 	CHECK_OK(ibv_destroy_qp(qp));
 	iax.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	iax.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	qp = ibv_create_qp_ex(e->ctx, &iax);
+	CHECK_PTR(qp);
+	CHECK(ibv_qp_to_qp_ex(qp) == (struct ibv_qp_ex *)qp);
+	CHECK_OK(ibv_destroy_qp(qp));
+	/* Send ops the device does not have (memory windows, atomic write) are refused,
+	 * and so are create flags, XRC domains and unknown mask bits. */
+	iax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
+	iax.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
+	iax.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	iax.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	iax.create_flags = 0; /* the mask with no flag asks for nothing */
+	qp = ibv_create_qp_ex(e->ctx, &iax);
+	CHECK_PTR(qp);
+	CHECK_OK(ibv_destroy_qp(qp));
+	iax.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
+	iax.create_flags = 0;
+	iax.comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
+	iax.comp_mask = IBV_QP_INIT_ATTR_PD | (1u << 20);
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EINVAL);
 
 	/* A PD/CQ in use cannot go away. */
 	qp = mkqp(e, 1, 1, 1, 0, &err);
