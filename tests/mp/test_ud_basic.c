@@ -183,13 +183,20 @@ static void sender(struct swvt *t, void *arg)
 	CHECK_OK(ibv_destroy_ah(ah5));
 	swvt_barrier(t);
 
-	/* 3. A wrong Q_Key is dropped by the receiver; the sender cannot tell. */
+	/* 3. A wrong Q_Key is dropped by the receiver, and so is a datagram to a QP
+	 * number that does not exist there; the sender cannot tell either. */
 	swvt_barrier(t); /* one receive posted */
 	swvt_fill(t->buf + SRC, 64, 30);
 	send_ok(t, t->ah, qkey ^ 1, 300, SRC, 64, 0, false, 0);
+	{
+		uint32_t real = t->remote.qpn;
+		t->remote.qpn = real ^ 0x80; /* same socket, an empty slot */
+		send_ok(t, t->ah, qkey, 302, SRC, 64, 0, false, 0);
+		t->remote.qpn = real;
+	}
 	swvt_fill(t->buf + SRC + 4096, 64, 31);
 	send_ok(t, t->ah, qkey, 301, SRC + 4096, 64, 0, false, 0);
-	u.exp[U_SEND] += 2;
+	u.exp[U_SEND] += 3;
 	swvt_barrier(t);
 
 	/* 4. Larger than the port MTU: completes successfully, nothing is sent. */
