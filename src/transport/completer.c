@@ -229,6 +229,12 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		struct swv_send_wqe *w = head_wqe(qp);
 		if (!w || swv_psn_cmp(psn, w->first_psn) < 0 || swv_psn_cmp(psn, w->last_psn) > 0)
 			return; /* stale */
+		if (r->rnr_until && psn == r->rnr_psn) {
+			/* a copy of the RNR NAK being waited out: nothing was resent
+			 * since, so it must not count against rnr_retry again */
+			r->n_dup_resp++;
+			return;
+		}
 		if (*progress) {
 			r->retry_left = qp->attr.retry_cnt;
 			r->rnr_left = qp->attr.rnr_retry;
@@ -245,6 +251,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (swv_psn_cmp(psn, r->una_psn) > 0)
 			r->una_psn = psn;
 		rewind_cursor(qp);
+		r->rnr_psn = psn;
 		r->rnr_until = swv_now_ns() + (uint64_t)rnr_us[syn & 0x1f] * 1000;
 		r->ack_deadline = 0; /* no ACK timeout while waiting out the RNR delay */
 		return;
@@ -252,22 +259,37 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 
 	case 0x60: { /* NAK */
 		uint8_t code = syn & 0x1f;
+		if (code == 0 && r->seq_nak_valid && psn == r->seq_nak_psn) {
+			/* A copy of the NAK already acted on (the responder NAKs a gap
+			 * once, roce-wire.md 4.3): its go-back-N is under way. Retrying
+			 * again would resend the window twice and spend a retry on
+			 * nothing -- with a few duplicated NAKs, retry_cnt ran out while
+			 * every packet was getting through. */
+			r->n_dup_resp++;
+			return;
+		}
 		rr = retire(qp, psn, false, progress);
 		if (rr == RETIRE_ERR)
 			return;
 		if (code == 0) {
 			/* PSN sequence error: everything before psn arrived; go back to it. */
 			r->n_seq_naks++;
+			if (rr == RETIRE_OK && swv_psn_cmp(psn, r->una_psn) > 0) {
+				struct swv_send_wqe *w = head_wqe(qp);
+				if (w && !is_rd_atomic(w->opcode)) {
+					/* packets of the head message arrived: progress,
+					 * like the ACK case, so the retry counters reload */
+					r->una_psn = psn;
+					*progress = true;
+				}
+			}
 			if (*progress) {
 				set_una_from_head(qp);
 				progress_made(qp);
 				*progress = false;
 			}
-			if (rr == RETIRE_OK && swv_psn_cmp(psn, r->una_psn) > 0) {
-				struct swv_send_wqe *w = head_wqe(qp);
-				if (w && !is_rd_atomic(w->opcode))
-					r->una_psn = psn;
-			}
+			r->seq_nak_valid = true;
+			r->seq_nak_psn = psn;
 			retry(qp, "sequence NAK");
 			return;
 		}
@@ -433,6 +455,9 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 		set_una_from_head(qp);
 		progress_made(qp);
 		r->lost_trigger_valid = r->lost_trigger_valid && head_wqe(qp) != NULL;
+		/* acknowledged past the NAKed PSN: a NAK for it 2^24 PSNs on is new */
+		if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
+			r->seq_nak_valid = false;
 	}
 	swv_req_run(qp);
 	swv_req_update_timer(qp);

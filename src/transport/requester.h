@@ -53,6 +53,12 @@ struct swv_req_state {
 	bool lost_trigger_valid;
 	uint32_t gap_retry_psn; /* READ response gap retried for this expected PSN */
 	bool gap_retry_valid;
+	/* The responder sends one sequence NAK per gap and one RNR NAK per refusal, so
+	 * a second one for the same PSN is a copy (network duplicate or late): it must
+	 * not start another go-back-N nor spend another retry. */
+	uint32_t seq_nak_psn;  /* PSN of the last sequence NAK acted on */
+	bool seq_nak_valid;
+	uint32_t rnr_psn;      /* PSN of the RNR NAK being waited out (rnr_until) */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp;

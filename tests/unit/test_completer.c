@@ -1,0 +1,304 @@
+/*
+ * Requester/completer unit test: drives swv_req_run, swv_comp_rx and swv_req_timer of
+ * an RC QP with scripted responses (ACK, sequence NAK, RNR NAK, duplicated ones) and
+ * checks what is retransmitted and how the retry counters move (roce-wire.md 4.4).
+ * The QP's neighbours are small models defined here (the linker takes these before
+ * the library's): transmit (parsed back with the real parser), swv_complete, MR
+ * gather/scatter, the timer and error hooks; GSO is off, so every packet goes through
+ * swv_qp_xmit.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/async.h"
+#include "core/completion.h"
+#include "core/mr.h"
+#include "core/qp.h"
+#include "net/endpoint.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+#include "transport/requester.h"
+#include "transport/txrun.h"
+
+/* ------------------------------------------------------------------ models */
+
+static uint32_t tx_psn[1024];
+static int ntx;
+
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
+		size_t hdr_len, const void *payload, uint32_t paylen)
+{
+	static uint8_t dgram[8192];
+	uint8_t tail[SWV_MAX_TAIL_LEN];
+	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	struct swv_pkt p;
+
+	(void)qp;
+	(void)dst;
+	CHECK(tl > 0);
+	memcpy(dgram, hdr, hdr_len);
+	if (paylen)
+		memcpy(dgram + hdr_len, payload, paylen);
+	memcpy(dgram + hdr_len + paylen, tail, tl);
+	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p), 0);
+	CHECK(ntx < (int)SWV_ARRAY_SIZE(tx_psn));
+	tx_psn[ntx++] = p.psn;
+	return 0;
+}
+
+static struct swv_completion comps[64];
+static int ncomps;
+
+int swv_complete(struct swv_qp *qp, const struct swv_completion *c)
+{
+	(void)qp;
+	CHECK(ncomps < (int)SWV_ARRAY_SIZE(comps));
+	comps[ncomps++] = *c;
+	return 0;
+}
+
+void swv_qp_to_error(struct swv_qp *qp)
+{
+	qp->state = IBV_QPS_ERR;
+}
+void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
+{
+	(void)cq;
+	swv_qp_to_error(qp);
+}
+void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
+{
+	(void)qp;
+	(void)deadline_ns;
+}
+void swv_async_event(struct swv_context *ctx, enum ibv_event_type type, void *element)
+{
+	(void)ctx;
+	(void)type;
+	(void)element;
+}
+int swv_mr_gather(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		  unsigned nsge, uint64_t offset, void *dst, size_t len)
+{
+	(void)ctx, (void)pd, (void)sge, (void)nsge, (void)offset;
+	memset(dst, 0xab, len);
+	return 0;
+}
+int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		   unsigned nsge, uint64_t offset, const void *src, size_t len)
+{
+	(void)ctx, (void)pd, (void)sge, (void)nsge, (void)offset, (void)src, (void)len;
+	return 0;
+}
+bool swv_ep_gso_usable(const struct swv_endpoint *ep)
+{
+	(void)ep;
+	return false;
+}
+/* Never reached with GSO off; defined so the library's txrun/endpoint stay out. */
+struct swv_txrun *swv_txrun_begin(void)
+{
+	return NULL;
+}
+unsigned swv_txrun_count(const struct swv_txrun *r)
+{
+	(void)r;
+	return 0;
+}
+bool swv_txrun_fits(const struct swv_txrun *r, uint8_t opcode, uint32_t paylen)
+{
+	(void)r, (void)opcode, (void)paylen;
+	return false;
+}
+uint8_t *swv_txrun_stage(struct swv_txrun *r, uint32_t paylen)
+{
+	(void)r, (void)paylen;
+	return NULL;
+}
+bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
+{
+	(void)r, (void)p;
+	return false;
+}
+int swv_txrun_send(struct swv_txrun *r, struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		   unsigned *nsent)
+{
+	(void)r, (void)ep, (void)dst;
+	*nsent = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ fixture */
+
+#define MTU   1024u
+#define PSN0  0x100u
+#define NWQE  4u /* WRITEs of 3 packets: PSN0 .. PSN0 + 11 */
+#define SLOTS 16u
+
+static struct swv_qp *qp;
+
+static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
+{
+	if (qp)
+		free(qp->sq.buf);
+	free(qp);
+	qp = calloc(1, sizeof(*qp));
+	CHECK_PTR(qp);
+	qp->type = IBV_QPT_RC;
+	qp->state = IBV_QPS_RTS;
+	qp->qpn = 0x11;
+	qp->mtu = MTU;
+	qp->attr.dest_qp_num = 0x22;
+	qp->attr.sq_psn = PSN0;
+	qp->attr.retry_cnt = retry_cnt;
+	qp->attr.rnr_retry = rnr_retry;
+	qp->attr.timeout = 10;
+	qp->sq.stride = (uint32_t)(sizeof(struct swv_send_wqe) + sizeof(struct ibv_sge));
+	qp->sq.nslots = SLOTS;
+	qp->sq.max_wr = SLOTS;
+	qp->sq.max_sge = 1;
+	qp->sq.buf = calloc(SLOTS, qp->sq.stride);
+	CHECK_PTR(qp->sq.buf);
+	for (uint32_t i = 0; i < NWQE; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		w->wr_id = 100 + i;
+		w->opcode = IBV_WR_RDMA_WRITE;
+		w->remote_addr = 0x10000 + (uint64_t)i * 4096;
+		w->rkey = 0x1234;
+		w->length = 3 * MTU;
+		w->num_sge = 1;
+		w->signaled = true;
+		w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 3 * MTU, .lkey = 1};
+	}
+	qp->sq.tail = NWQE;
+	swv_req_reset(qp);
+	qp->req.window = 128; /* no endpoint: not sized from a socket */
+	ntx = ncomps = 0;
+}
+
+/* One response from the peer (syndrome: 0x1f ACK, 0x60 sequence NAK, 0x20|t RNR). */
+static void respond(uint32_t psn, uint8_t syndrome)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | SWV_OP_ACK;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.aeth_syndrome = syndrome;
+	swv_comp_rx(qp, &p);
+}
+
+static int count_tx(uint32_t psn)
+{
+	int n = 0;
+	for (int i = 0; i < ntx; i++)
+		n += tx_psn[i] == psn;
+	return n;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+/* A duplicated sequence NAK (the fault injector's dup=, or a late copy) must not start
+ * a second go-back-N nor spend a second retry: the responder NAKs a gap only once. */
+static void test_dup_seq_nak(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	CHECK_EQ(ntx, (int)(3 * NWQE));
+	respond(PSN0 + 4, 0x60); /* PSN0..+3 arrived: WQE 0 completes, retry from +4 */
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.wr_id, 100u);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	int sent = ntx;
+	respond(PSN0 + 4, 0x60); /* the copy */
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(ntx, sent); /* nothing resent */
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	/* many copies: still one retry, the QP survives (retry_cnt 3 used to run out) */
+	for (int i = 0; i < 5; i++)
+		respond(PSN0 + 4, 0x60);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	/* the retransmission gets through: everything completes */
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.retry_left, 3);
+}
+
+/* A sequence NAK that acknowledges packets of the head message (PSN past una inside
+ * the head WQE) is progress, like an ACK: the retry counters reload before the retry
+ * it asks for is counted. */
+static void test_nak_progress_reloads(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 3, 0x60); /* WQE 0 done; retry from +3 (start of WQE 1) */
+	CHECK_EQ(qp->req.retry_left, 2);
+	swv_req_timer(qp, qp->req.ack_deadline); /* nothing came back */
+	CHECK_EQ(qp->req.retry_left, 1);
+	respond(PSN0 + 5, 0x60); /* +3, +4 arrived (mid WQE 1), +5 lost */
+	CHECK_EQ(qp->req.una_psn, PSN0 + 5);
+	CHECK_EQ(qp->req.retry_left, 2); /* reloaded to 3, then this retry */
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	/* the go-back-N resumes at +5, not at the start of WQE 1 */
+	CHECK_EQ(tx_psn[ntx - (int)(3 * NWQE - 5)], PSN0 + 5);
+}
+
+/* Timeouts with no response at all: retry_cnt retries, then RETRY_EXC_ERR. */
+static void test_timeouts_exhaust(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	for (int i = 0; i < 3; i++) {
+		swv_req_timer(qp, qp->req.ack_deadline);
+		CHECK_EQ(qp->state, IBV_QPS_RTS);
+		CHECK_EQ(count_tx(PSN0), 2 + i);
+	}
+	swv_req_timer(qp, qp->req.ack_deadline);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* A copy of the RNR NAK being waited out does not count against rnr_retry again. */
+static void test_dup_rnr_nak(void)
+{
+	setup(3, 1);
+	swv_req_run(qp);
+	respond(PSN0, 0x20 | 1);
+	CHECK_EQ(qp->req.rnr_left, 0);
+	CHECK(qp->req.rnr_until != 0);
+	respond(PSN0, 0x20 | 1); /* the copy: with rnr_retry 1 this used to fail the WQE */
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(ncomps, 0);
+	int sent = ntx;
+	swv_req_timer(qp, qp->req.rnr_until); /* the wait ends: resend from PSN0 */
+	CHECK(ntx > sent);
+	CHECK_EQ(tx_psn[sent], PSN0);
+	respond(PSN0, 0x20 | 1); /* refused again after the resend: now it is exhausted */
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+int main(void)
+{
+	test_dup_seq_nak();
+	test_nak_progress_reloads();
+	test_timeouts_exhaust();
+	test_dup_rnr_nak();
+	if (qp)
+		free(qp->sq.buf);
+	free(qp);
+	printf("test_completer: ok\n");
+	return 0;
+}
