@@ -29,7 +29,10 @@ enum swv_wqe_state {
 			     * wqe->status once every earlier WQE completed */
 };
 
-#define SWV_MAX_UNACKED_PSNS 128 /* rxe's window */
+/* PSNs in flight. rxe allows 128; over UDP a deeper pipe rides out the moments the
+ * receiving progress thread is not scheduled (bandwidth +30-60% on a busy 2-CPU machine,
+ * docs/performance.md). compute_window still caps it by the socket buffer. */
+#define SWV_MAX_UNACKED_PSNS 512
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
 
 struct swv_req_state {
