@@ -7,9 +7,9 @@
 need ib_write_bw perftest
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ib_atomic_lat; do
 	p=$(free_port)
-	pair "$t" 120 $t -d swv0 -p "$p" -- $t -d swv0 -p "$p" localhost
+	PAIR_PORT=$p pair "$t" 120 $t -d swv0 -p "$p" -- $t -d swv0 -p "$p" localhost
 done
 for t in ib_write_bw ib_read_bw ib_send_bw; do
 	p=$(free_port)
-	pair "$t -a" 240 $t -d swv0 -a -n 200 -p "$p" -- $t -d swv0 -a -n 200 -p "$p" localhost
+	PAIR_PORT=$p pair "$t -a" 240 $t -d swv0 -a -n 200 -p "$p" -- $t -d swv0 -a -n 200 -p "$p" localhost
 done
