@@ -148,8 +148,7 @@ static uint32_t *reported_count(enum swv_async_kind kind, const void *obj)
 {
 	switch (kind) {
 	case SWV_ASYNC_CQ:
-		/* an _Atomic uint32_t: only ever accessed under q->lock here */
-		return (uint32_t *)&to_swv_cq((struct ibv_cq *)obj)->async_events_reported;
+		return &to_swv_cq((struct ibv_cq *)obj)->async_events_reported;
 	case SWV_ASYNC_QP:
 		return &to_swv_qp((struct ibv_qp *)obj)->async_reported;
 	case SWV_ASYNC_SRQ:
