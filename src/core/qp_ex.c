@@ -400,7 +400,11 @@ static void batch_reset(struct swv_wr_batch *b)
 static void wr_start(struct ibv_qp_ex *qpx)
 {
 	struct swv_wr_batch *b = qp_of(qpx)->wr_batch;
-	pthread_mutex_lock(&b->lock);
+	/* The same thread starting again without wr_complete/wr_abort (a misuse) gets
+	 * EDEADLK from the error-checking mutex: it already holds the builder, so the
+	 * open batch is dropped and a new one begins instead of hanging forever. */
+	int rc = pthread_mutex_lock(&b->lock);
+	(void)rc;
 	batch_reset(b);
 	b->open = true;
 }
@@ -448,7 +452,11 @@ int swv_qp_ex_init(struct swv_qp *qp, uint64_t send_ops_flags)
 	struct swv_wr_batch *b = calloc(1, sizeof(*b));
 	if (!b)
 		return ENOMEM;
-	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&b->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	b->ops = send_ops_flags;
 	b->max_wr = qp->cap.max_send_wr;
 	b->max_sge = qp->cap.max_send_sge;

@@ -536,6 +536,17 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 	CHECK_EQ(ibv_wr_complete(x), EINVAL);
 	ibv_wr_abort(x);
 	expect_nothing_posted(a, b);
+
+	/* wr_start again before completing (a misuse): the open batch is dropped, the
+	 * thread does not hang on its own builder lock. */
+	memset(bbuf + 50000, 0xee, 64);
+	post_recv(b, 250, bbuf + 60000, 4096);
+	ibv_wr_start(x);
+	ibv_wr_rdma_write(x, bmr->rkey, (uintptr_t)bbuf + 50000);
+	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 64);
+	ibv_wr_start(x);
+	CHECK_OK(ibv_wr_complete(x));
+	expect_nothing_posted(a, b);
 	printf("atomicity: %zu kinds of bad batch post nothing; abort ok\n",
 	       sizeof(cases) / sizeof(cases[0]));
 }
