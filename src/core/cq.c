@@ -1,5 +1,6 @@
 /* Completion queue rings and completion-channel events (see cq.h for the rules). */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,6 +67,12 @@ int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 	return 0;
 }
 
+static inline bool cq_empty(struct swv_cq *cq)
+{
+	return atomic_load_explicit(&cq->tail, memory_order_acquire) ==
+	       atomic_load_explicit(&cq->head, memory_order_relaxed);
+}
+
 int swv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	return swv_cq_poll_ts(to_swv_cq(ibcq), num_entries, wc, NULL);
@@ -77,10 +84,17 @@ int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64
 
 	if (num_entries < 0 || (num_entries && !wc))
 		return -1;
-	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). */
-	if (atomic_load_explicit(&cq->tail, memory_order_acquire) ==
-	    atomic_load_explicit(&cq->head, memory_order_relaxed))
-		return 0;
+	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). The
+	 * poller then does the context's pending receive work itself, if nobody else is
+	 * (swv_progress_assist), and looks once more; if someone else is, it yields so a
+	 * preempted holder can finish rather than wait out this thread's time slice. */
+	if (cq_empty(cq)) {
+		int done = swv_progress_assist(to_swv_ctx(cq->ibcq.context));
+		if (done < 0)
+			sched_yield();
+		if (done <= 0 || cq_empty(cq))
+			return 0;
+	}
 	pthread_mutex_lock(&cq->lock);
 	uint32_t head = ld(&cq->head), tail = ld(&cq->tail);
 	while (n < num_entries && head != tail) {
