@@ -42,7 +42,7 @@ uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu)
 	return n ? n : 1;
 }
 
-/* In-flight PSNs: 128 as rxe, fewer when a window of full packets would not fit the
+/* In-flight PSNs: SWV_MAX_UNACKED_PSNS, fewer when a window of full packets would not fit the
  * peer's socket buffer (taken to be like ours: the same library configures both).
  * Each datagram costs about twice its size in kernel accounting (skb truesize). */
 static uint32_t compute_window(struct swv_qp *qp)
@@ -256,7 +256,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 			 * the whole message. */
 			off = r->read_off;
 			len = (uint32_t)SWV_MIN((uint64_t)w->length - off,
-						(uint64_t)r->window * qp->mtu);
+						(uint64_t)SWV_MIN(r->window, SWV_READ_WINDOW) * qp->mtu);
 		}
 		w->read_requested = true;
 		w->read_req_end = off + len;
@@ -507,7 +507,7 @@ void swv_req_run(struct swv_qp *qp)
 		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->window)) >= 0)
 			break;
 		/* A READ's responses take one PSN each and nothing paces them on the wire:
-		 * issue it only if all the PSNs it asks for fit the window, unless it is the
+		 * issue it only if all the PSNs it asks for fit the READ window, unless it is the
 		 * oldest thing outstanding (a READ larger than the window then runs alone).
 		 * Otherwise a few large READs make the peer burst far more than the receive
 		 * buffer holds, and every lost response sets off replays of all of them. */
@@ -515,8 +515,9 @@ void swv_req_run(struct swv_qp *qp)
 			uint32_t want = w->state == SWV_WQE_POSTED
 						? swv_req_npkts(w->opcode, w->length, qp->mtu)
 						: ((w->last_psn - psn) & SWV_PSN_MASK) + 1;
-			if (want > r->window ||
-			    swv_psn_cmp(swv_psn_add(psn, want), swv_psn_add(r->una_psn, r->window)) > 0)
+			uint32_t rw = SWV_MIN(r->window, SWV_READ_WINDOW);
+			if (want > rw ||
+			    swv_psn_cmp(swv_psn_add(psn, want), swv_psn_add(r->una_psn, rw)) > 0)
 				break;
 		}
 		if (w->state == SWV_WQE_POSTED) {

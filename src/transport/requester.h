@@ -29,10 +29,14 @@ enum swv_wqe_state {
 			     * wqe->status once every earlier WQE completed */
 };
 
-/* PSNs in flight: rxe's 128. A window of 512 gave 30-60% more bandwidth on a busy
- * 2-CPU machine but roughly doubled READ replays and timeouts under packet loss
- * (test_rc_fault then overran its time limit under TSan): see docs/performance.md. */
-#define SWV_MAX_UNACKED_PSNS 128
+/* PSNs in flight. rxe allows 128; over UDP a deeper pipe rides out the moments the
+ * receiving progress thread is not scheduled (SEND/WRITE bandwidth +30-50% on a busy
+ * 2-CPU machine, docs/performance.md). compute_window still caps it by the socket
+ * buffer. READs keep rxe's 128 (SWV_READ_WINDOW): nothing paces their responses, and a
+ * lost one makes the responder replay up to that many, so READ pacing and READ retry
+ * chunks use the smaller window. */
+#define SWV_MAX_UNACKED_PSNS 512
+#define SWV_READ_WINDOW      128
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
 
 struct swv_req_state {
