@@ -10,6 +10,7 @@
 #include "core/qp.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
+#include "net/endpoint.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
 
@@ -223,8 +224,11 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		if (qp->state == IBV_QPS_ERR)
 			swv_qp_to_error(qp); /* flushes it right away */
 	}
-	if (posted && (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD))
-		swv_req_run(qp);
+	if (posted && (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)) {
+		swv_ep_batch_begin(); /* a list of small WRs leaves in one system call */
+		swv_req_post(qp);
+		swv_ep_batch_end();
+	}
 out:
 	pthread_mutex_unlock(&qp->lock);
 	return err;

@@ -474,6 +474,21 @@ out:
 	}
 }
 
+void swv_req_post(struct swv_qp *qp)
+{
+	const struct swv_req_state *r = &qp->req;
+	/* A posting thread transmits directly so that a message into an idle pipe leaves at
+	 * once. With SWV_MAX_PKT_PER_ACK or more PSNs unacknowledged, one of them carries
+	 * AckReq, so an ACK (or READ response, or the ACK timeout) is coming, and the
+	 * progress thread runs the requester when it does; leaving the new work to it
+	 * then costs no latency that matters and lets it go out in batches and GSO runs
+	 * (one system call for many small messages) instead of one sendmsg per post. */
+	if (qp->type == IBV_QPT_RC && !r->rnr_until && r->ack_deadline &&
+	    ((r->sent_psn - r->una_psn) & SWV_PSN_MASK) >= SWV_MAX_PKT_PER_ACK)
+		return;
+	swv_req_run(qp);
+}
+
 void swv_req_run(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;

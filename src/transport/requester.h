@@ -73,6 +73,10 @@ struct swv_req_state {
 
 /* Transmit what the window allows. */
 void swv_req_run(struct swv_qp *qp);
+/* After new WQEs were posted: swv_req_run from the posting thread, unless the pipe is
+ * already full enough that an ACK is on its way (then the progress thread sends the new
+ * work when it arrives, in batches; see requester.c). */
+void swv_req_post(struct swv_qp *qp);
 /* Handle an ACK / NAK / READ response / ATOMIC ACK. */
 void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt);
 /* Local ACK timeout or RNR wait expiry. */
