@@ -84,6 +84,11 @@ static inline uint32_t swv_wq_used(const struct swv_wq *q)
 	return q->tail - q->head;
 }
 
+/* Validate one receive WR and append it to a receive ring (a QP's RQ or an SRQ; the
+ * caller holds the ring's lock). Returns 0, EINVAL (bad SGE count or list) or ENOMEM
+ * (ring full). */
+int swv_wq_post_recv(struct swv_wq *q, const struct ibv_recv_wr *wr);
+
 struct swv_qp {
 	/* ibv_qp_ex, then the rest of rdma-core 65's verbs_qp layout (ibv_qp_ex is 360
 	 * bytes there: 44's 352 plus wr_flush), so ibv_qp_to_qp_ex and anything peeking

@@ -254,27 +254,11 @@ int swv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_w
 		goto out;
 	}
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge ||
-		    (wr->num_sge > 0 && !wr->sg_list)) {
-			err = EINVAL;
-		} else if (swv_wq_used(&qp->rq) >= qp->rq.max_wr) {
-			err = ENOMEM;
-		}
+		err = swv_wq_post_recv(&qp->rq, wr);
 		if (err) {
 			*bad = wr;
 			break;
 		}
-		struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.tail);
-		uint64_t len = 0;
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		for (int i = 0; i < wr->num_sge; i++) {
-			w->sge[i] = wr->sg_list[i];
-			len += wr->sg_list[i].length;
-		}
-		/* Larger than any message can be: saturate (2^31 is the message limit). */
-		w->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
-		qp->rq.tail++;
 		if (qp->state == IBV_QPS_ERR)
 			swv_qp_to_error(qp);
 	}

@@ -197,28 +197,11 @@ int swv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_
 
 	pthread_mutex_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
-		struct swv_wq *q = &srq->wq;
-
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->max_sge ||
-		    (wr->num_sge > 0 && !wr->sg_list))
-			err = EINVAL;
-		else if (swv_wq_used(q) >= q->max_wr)
-			err = ENOMEM;
+		err = swv_wq_post_recv(&srq->wq, wr);
 		if (err) {
 			*bad = wr;
 			break;
 		}
-		struct swv_recv_wqe *w = swv_wq_slot(q, q->tail);
-		uint64_t len = 0;
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		for (int i = 0; i < wr->num_sge; i++) {
-			w->sge[i] = wr->sg_list[i];
-			len += wr->sg_list[i].length;
-		}
-		/* Larger than any message can be: saturate (2^31 is the message limit). */
-		w->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
-		q->tail++;
 	}
 	pthread_mutex_unlock(&srq->lock);
 	return err;
