@@ -196,7 +196,7 @@ int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,
 
 	pthread_mutex_lock(&ctx->qp_lock);
 	for (unsigned i = 0; i < ctx->nports; i++) {
-		if (ctx->ports[i]->used < SWV_QPN_SLOTS) {
+		if (ctx->ports[i]->ep.nqps < SWV_QPN_SLOTS) {
 			p = ctx->ports[i];
 			break;
 		}
@@ -220,14 +220,14 @@ int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,
 		if (atomic_load_explicit(&p->slot[s], memory_order_relaxed))
 			continue;
 		p->next = s + 1;
-		p->used++;
+		p->ep.nqps++;
 		*qpn = swv_qpn_make(p->ep.port, s);
 		*ep = &p->ep;
 		swv_list_add_tail(&ctx->qp_list, &qp->ctx_entry);
 		atomic_store_explicit(&p->slot[s], qp, memory_order_seq_cst);
 		goto out;
 	}
-	rc = ENOMEM; /* unreachable: used < SWV_QPN_SLOTS guarantees a free slot */
+	rc = ENOMEM; /* unreachable: nqps < SWV_QPN_SLOTS guarantees a free slot */
 out:
 	pthread_mutex_unlock(&ctx->qp_lock);
 	return rc;
@@ -250,7 +250,7 @@ void swv_ctx_qpn_free(struct swv_context *ctx, struct swv_qp *qp, uint32_t qpn)
 		 * swv_progress_sync). Sockets stay open until close: the port is part of
 		 * QPNs peers may still hold. */
 		atomic_store_explicit(&p->slot[swv_qpn_slot(qpn)], NULL, memory_order_seq_cst);
-		p->used--;
+		p->ep.nqps--;
 		swv_list_del(&qp->ctx_entry);
 	}
 	pthread_mutex_unlock(&ctx->qp_lock);

@@ -31,7 +31,6 @@ struct swv_fault;
 struct swv_qp_port {
 	struct swv_endpoint ep;
 	struct swv_qp *_Atomic slot[SWV_QPN_SLOTS]; /* written under qp_lock, read lock-free */
-	unsigned used;            /* under qp_lock */
 	unsigned next;            /* under qp_lock: next slot to try, so QPNs are not reused at once */
 	struct swv_fault *fault;  /* this socket's injector (NULL = off); owned here */
 };

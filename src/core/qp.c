@@ -305,6 +305,7 @@ void swv_qp_to_error(struct swv_qp *qp)
 	qp->req.rnr_until = 0;
 	qp->req.ack_deadline = 0;
 	qp->req.xmit_retry_at = 0;
+	qp->req.fc.probe_at = 0;
 	swv_qp_set_timer(qp, 0);
 }
 
@@ -357,6 +358,15 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	bool response = pkt->flags & SWV_OPF_RESPONSE;
 	enum ibv_qp_state st = qp->state;
 
+	if (pkt->flags & SWV_OPF_FLOWCTL) {
+		/* UC credit / probe from the connected peer (transport/flowctl.h) */
+		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) ||
+		    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+			goto drop;
+		if (swv_fc_rx_control(qp, pkt))
+			swv_req_run(qp);
+		return;
+	}
 	uint8_t tp = swv_opcode_transport(pkt->opcode);
 	switch (qp->type) {
 	case IBV_QPT_RC:
@@ -380,7 +390,10 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	if (request) {
 		if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
 			goto drop;
-		/* UD uses the source for the GRH area and wc.slid */
+		/* UC: every data packet consumed counts towards the sender's credit,
+		 * whatever the responder makes of it. UD uses the source for the GRH
+		 * area and wc.slid. */
+		swv_fc_rx_data(qp);
 		swv_resp_rx_from(qp, pkt, src);
 	} else if (response) {
 		if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)

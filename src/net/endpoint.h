@@ -31,6 +31,9 @@ struct swv_endpoint {
 	pthread_mutex_t fault_lock; /* protects held (the injector locks its own RNG) */
 	/* Additions (net): */
 	bool is_open;             /* swv_ep_close is a no-op on a zeroed/closed endpoint */
+	/* QPs using this socket: changed by their owner (core/context.c, under its
+	 * qp_lock), read lock-free by whoever shares out the socket buffer. */
+	_Atomic unsigned nqps;
 	/* Packets held by the injector, FIFO, under fault_lock. Plain pointers (NULL when
 	 * empty) so that an idle endpoint may be moved by struct copy. */
 	struct swv_held_pkt *held_head, *held_tail;

@@ -471,6 +471,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 		r->rnr_until = 0; /* the cursor was rewound when the RNR NAK came */
 	if (r->xmit_retry_at && now >= r->xmit_retry_at)
 		r->xmit_retry_at = 0;
+	swv_fc_tx_timer(qp, now);
 	if (r->ack_deadline && now >= r->ack_deadline) {
 		r->ack_deadline = 0;
 		if (head_wqe(qp)) {

@@ -3,8 +3,9 @@
  * which role it travels and where it sits in a message. Parsing and building are driven
  * entirely by this table, so a header can never be read for an opcode that lacks it.
  *
- * Supported: every RC, UC and UD opcode. RD (no Linux implementation), CNP, FLUSH and
- * ATOMIC_WRITE are left empty (name NULL) and therefore rejected on receive.
+ * Supported: every RC, UC and UD opcode, and swverbs' UC flow-control packet in the
+ * manufacturer range. RD (no Linux implementation), CNP, FLUSH and ATOMIC_WRITE are
+ * left empty (name NULL) and therefore rejected on receive.
  */
 #include "transport/opcode.h"
 
@@ -100,4 +101,8 @@ const struct swv_opcode_info swv_opcode_table[256] = {
 					      SWV_HDR_DETH | SWV_HDR_IMM | REQ_DATA |
 						      SWV_OPF_SEND | SWV_OPF_ONLY,
 					      BTH + DETH + IMM},
+
+	/* UC flow control (transport/flowctl.h): BTH + an 8-byte payload. */
+	[SWV_OP_FLOW_CONTROL] = {"SWV_UC_FLOW_CONTROL",
+				 SWV_OPF_PAYLOAD | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, BTH},
 };

@@ -36,6 +36,10 @@ enum swv_opcode {
 	SWV_OP_SEND_LAST_INV = 0x16,
 	SWV_OP_SEND_ONLY_INV = 0x17,
 
+	/* Manufacturer-specific range (prefix 0xe0): swverbs' UC flow control
+	 * (transport/flowctl.h, docs/wire.md). */
+	SWV_OP_FLOW_CONTROL = 0xe0,
+
 	SWV_OP_TRANSPORT_MASK = 0xe0, /* bits 7:5: RC / UC / UD prefix */
 	SWV_OP_OPERATION_MASK = 0x1f, /* bits 4:0: operation within the transport */
 };
@@ -75,6 +79,7 @@ enum swv_opflag {
 	SWV_OPF_READ = 1u << 16,
 	SWV_OPF_ATOMIC = 1u << 17,
 	SWV_OPF_ACK = 1u << 18, /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
+	SWV_OPF_FLOWCTL = 1u << 19, /* swverbs UC flow control: neither request nor response */
 };
 
 struct swv_opcode_info {
@@ -90,7 +95,8 @@ static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 	return &swv_opcode_table[op];
 }
 
-/* True when swverbs implements opcode op (RC, UC or UD; not RD/CNP/FLUSH/...). */
+/* True when swverbs implements opcode op (RC, UC, UD and its flow-control opcode; not
+ * RD/CNP/FLUSH/...). */
 static inline int swv_opcode_supported(uint8_t op)
 {
 	return swv_opcode_table[op].name != 0;

@@ -69,6 +69,7 @@ void swv_req_reset(struct swv_qp *qp)
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
 	r->window = compute_window(qp);
+	swv_fc_tx_reset(qp);
 }
 
 static uint64_t ack_timeout_ns(const struct swv_qp *qp)
@@ -81,8 +82,8 @@ void swv_req_update_timer(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t d = 0;
-	uint64_t c[3] = {r->ack_deadline, r->rnr_until, r->xmit_retry_at};
-	for (int i = 0; i < 3; i++)
+	uint64_t c[4] = {r->ack_deadline, r->rnr_until, r->xmit_retry_at, r->fc.probe_at};
+	for (int i = 0; i < 4; i++)
 		if (c[i] && (!d || c[i] < d))
 			d = c[i];
 	swv_qp_set_timer(qp, d);
@@ -394,7 +395,7 @@ static void check_sq_drained(struct swv_qp *qp)
 }
 
 /* UC and UD (roce-wire.md 4.3, 7.2): nothing is acknowledged, so there is no window,
- * no ACK timer and no retry. The head WQE gets its PSNs, its packets go out in order,
+ * no ACK timer and no retry; UC packets wait for the receiver's credit (flowctl.h). The head WQE gets its PSNs, its packets go out in order,
  * and it completes -- CQE if signaled, SEND or RDMA_WRITE counter -- as soon as its last
  * packet has been handed to the socket (comp-cntr.md: "UC/UD: handed to the wire"). The
  * cursor is always the head: r->cur == sq.head, r->cur_pkt its packets sent. A full
@@ -431,17 +432,25 @@ static void run_unreliable(struct swv_qp *qp)
 		}
 		while (r->cur_pkt < w->npkts) {
 			uint32_t psn = swv_psn_add(w->first_psn, r->cur_pkt);
+			uint32_t room = swv_fc_tx_room(qp); /* UC: the receiver's credit */
+			if (!room) {
+				swv_fc_tx_blocked(qp);
+				goto out;
+			}
 			/* Two or more UC packets left (past a WRITE's longer FIRST): one GSO run. */
 			bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
 							       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
-			if (!write_first && w->npkts - r->cur_pkt >= 2 && swv_ep_gso_usable(qp->ep)) {
+			if (!write_first && w->npkts - r->cur_pkt >= 2 && room >= 2 &&
+			    swv_ep_gso_usable(qp->ep)) {
 				bool again = false;
-				int n = send_data_run(qp, w, psn, w->npkts - r->cur_pkt, &again);
+				int n = send_data_run(qp, w, psn, SWV_MIN(w->npkts - r->cur_pkt, room),
+						      &again);
 				if (n < 0) {
 					fail_head(qp, -n);
 					return;
 				}
 				r->cur_pkt += (uint32_t)n;
+				swv_fc_tx_sent(qp, (uint32_t)n);
 				if (again) {
 					r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
 					goto out;
@@ -460,6 +469,7 @@ static void run_unreliable(struct swv_qp *qp)
 				return;
 			}
 			r->cur_pkt++;
+			swv_fc_tx_sent(qp, 1);
 		}
 		r->sent_psn = swv_psn_add(w->last_psn, 1);
 		if (swv_req_complete_head(qp, IBV_WC_SUCCESS)) {

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "transport/flowctl.h"
+
 struct swv_qp;
 struct swv_pkt;
 
@@ -67,6 +69,7 @@ struct swv_req_state {
 	bool seq_nak_valid;
 	uint32_t rnr_psn;      /* PSN of the RNR NAK being waited out (rnr_until) */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
+	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp;
 };

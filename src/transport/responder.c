@@ -879,4 +879,5 @@ void swv_resp_reset(struct swv_qp *qp)
 	qp->srq_rwqe_valid = false;
 	qp->resp.epsn = qp->attr.rq_psn & SWV_PSN_MASK;
 	qp->resp.last_opcode = 0xff;
+	swv_fc_rx_reset(qp);
 }

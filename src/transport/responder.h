@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "transport/flowctl.h"
+
 struct swv_qp;
 struct swv_pkt;
 struct swv_recv_wqe;
@@ -65,6 +67,7 @@ struct swv_resp_state {
 	struct swv_resp_res res[SWV_MAX_RD_ATOMIC];
 	uint32_t res_next;
 	struct swv_resp_stats stats;
+	struct swv_fc_rx fc; /* UC: credit granted to the peer (transport/flowctl.h) */
 	/* ACK coalescing (RC): while ack_defer is set (the progress thread is handing
 	 * over a batch of received packets), the plain ACK an AckReq asks for is only
 	 * recorded; swv_resp_flush_ack sends one ACK for the latest such PSN at the end

@@ -17,11 +17,10 @@ for t in "ib_send_bw -c UD -s 4096" "ib_write_bw -c UC -s 1048576" "ib_send_bw -
 	PAIR_PORT=$p pair "$t" 120 $t -d swv0 -n 200 -p "$p" -- $t -d swv0 -n 200 -p "$p" localhost
 done
 # The option matrix on UC and UD too: every size (-a), several QPs (-q 8) and
-# completion events (-e, where perftest offers them: not for RDMA WRITE). Not run:
-# ib_send_bw -c UC -a. UC has no acknowledgements, hence no flow control: multi-MiB SEND
-# bursts overflow the receiver's socket buffer, whole messages are dropped as UC drops
-# them, and perftest's server waits for receives that never come (docs/compat.md).
-for t in "ib_send_bw -c UD -a -n 100" "ib_write_bw -c UC -a -n 100" \
+# completion events (-e, where perftest offers them: not for RDMA WRITE). UC SEND -a
+# moves multi-MiB bursts that no socket buffer holds: it completes because UC senders
+# wait for their receiver's credit (docs/wire.md, "UC flow control").
+for t in "ib_send_bw -c UD -a -n 100" "ib_write_bw -c UC -a -n 100" "ib_send_bw -c UC -a -n 100" \
 	"ib_send_bw -c UD -q 8 -n 300" "ib_send_bw -c UC -q 8 -n 300" "ib_write_bw -c UC -q 8 -n 300" \
 	"ib_send_bw -c UD -e -n 300" "ib_send_lat -c UD -e -n 300" \
 	"ib_send_bw -c UC -e -n 300" "ib_send_lat -c UC -e -n 300"; do

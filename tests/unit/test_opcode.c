@@ -1,7 +1,9 @@
 /*
  * Opcode table (transport/opcode.c) against roce-wire.md 2.2, written out again here
- * independently: every supported opcode's header length, headers and properties, and
- * every other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved) unsupported.
+ * independently: every supported opcode's header length, headers and properties,
+ * swverbs' one manufacturer-range opcode (UC flow control, docs/wire.md), and every
+ * other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved, the rest of 0xe0-0xff)
+ * unsupported.
  */
 #include <stdint.h>
 
@@ -58,6 +60,8 @@ static const struct expect rc_only[] = {
 	{0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
 	{0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
 	 "UD_SEND_ONLY_WITH_IMMEDIATE"},
+	/* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
+	{0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
 };
 
 #define HDR_MASK (SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH | \
@@ -89,8 +93,10 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
 	CHECK_EQ(oi->hdr_len, sum);
-	/* Exactly one of request / response. */
-	CHECK(!!(oi->flags & SWV_OPF_REQUEST) != !!(oi->flags & SWV_OPF_RESPONSE));
+	/* Exactly one of request / response / flow control. */
+	CHECK_EQ(!!(oi->flags & SWV_OPF_REQUEST) + !!(oi->flags & SWV_OPF_RESPONSE) +
+			 !!(oi->flags & SWV_OPF_FLOWCTL),
+		 1);
 	seen[op]++;
 }
 
@@ -108,13 +114,15 @@ int main(void)
 
 	/* Everything else is unsupported: UC READ/atomic/ACK/INV, reserved 0x15,
 	 * 0x18-0x1f (incl. FLUSH 0x1c, ATOMIC_WRITE 0x1d), RD 0x40-0x5f, other UD
-	 * opcodes, CNP 0x80/0x81, vendor 0xe0-0xff. */
+	 * opcodes, CNP 0x80/0x81, vendor 0xe1-0xff. */
 	int supported = 0;
 	for (int op = 0; op < 256; op++) {
 		const struct swv_opcode_info *oi = swv_opcode((uint8_t)op);
 		if (seen[op]) {
 			CHECK_EQ(seen[op], 1);
 			supported++;
+			if (op == SWV_OP_FLOW_CONTROL)
+				continue;
 			CHECK_EQ(swv_opcode_transport((uint8_t)op) & ~0x60, 0);
 			CHECK(swv_opcode_transport((uint8_t)op) != 0x40);
 			continue;
@@ -125,7 +133,10 @@ int main(void)
 			exit(1);
 		}
 	}
-	CHECK_EQ(supported, 12 + 12 + 13);
+	CHECK_EQ(supported, 12 + 12 + 13 + 1);
+	CHECK_EQ(SWV_OP_FLOW_CONTROL, 0xe0);
+	CHECK(!swv_opcode_supported(0xe1));
+	CHECK(!swv_opcode_supported(0xff));
 	CHECK(!swv_opcode_supported(0x1c));
 	CHECK(!swv_opcode_supported(0x1d));
 	CHECK(!swv_opcode_supported(0x81));
