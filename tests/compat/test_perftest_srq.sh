@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # perftest SEND tests with --use-srq: the receiver's QP takes its receive WQEs from an
-# SRQ (ibv_create_srq + ibv_post_srq_recv). Default sizes; ib_send_bw also with -a at
-# -n 200 (every size 2 B .. 8 MiB, multi-packet messages included).
+# SRQ (ibv_create_srq + ibv_post_srq_recv). RC, UC and UD at default sizes (UC/UD with
+# -n 300); ib_send_bw also with -a at -n 200 (every size 2 B .. 8 MiB, multi-packet
+# messages included).
 . "$(dirname "$0")/lib.sh"
 need ib_send_bw perftest
-for t in ib_send_bw ib_send_lat; do
+for t in ib_send_bw ib_send_lat "ib_send_bw -c UC -n 300" "ib_send_lat -c UC -n 300" \
+	"ib_send_bw -c UD -n 300" "ib_send_lat -c UD -n 300"; do
 	p=$(free_port)
 	PAIR_PORT=$p pair "$t --use-srq" 120 $t -d swv0 --use-srq -p "$p" -- \
 		$t -d swv0 --use-srq -p "$p" localhost
