@@ -21,6 +21,7 @@ done
 # moves multi-MiB bursts that no socket buffer holds: it completes because UC senders
 # wait for their receiver's credit (docs/wire.md, "UC flow control").
 for t in "ib_send_bw -c UD -a -n 100" "ib_write_bw -c UC -a -n 100" "ib_send_bw -c UC -a -n 100" \
+	"ib_send_lat -c UD -a -n 100" "ib_write_lat -c UC -a -n 100" "ib_send_lat -c UC -a -n 100" \
 	"ib_send_bw -c UD -q 8 -n 300" "ib_send_bw -c UC -q 8 -n 300" "ib_write_bw -c UC -q 8 -n 300" \
 	"ib_send_bw -c UD -e -n 300" "ib_send_lat -c UD -e -n 300" \
 	"ib_send_bw -c UC -e -n 300" "ib_send_lat -c UC -e -n 300"; do
