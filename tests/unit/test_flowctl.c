@@ -1,0 +1,225 @@
+/*
+ * UC flow control (transport/flowctl.c) on its own: the sender's credit, blocking,
+ * probing and giving up on a silent peer; the receiver's window, its CREDITs every
+ * quarter window and its answer to a PROBE; old and malformed control packets; QP types
+ * that are not flow-controlled. swv_qp_xmit is modelled here (the linker takes it before
+ * the library's): every control packet sent is parsed back with the real parser.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/qp.h"
+#include "transport/flowctl.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
+
+static struct {
+	int n;
+	uint8_t type;
+	uint32_t value, dqpn;
+} sent;
+
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
+		size_t hdr_len, const void *payload, uint32_t paylen)
+{
+	uint8_t dgram[128], tail[SWV_MAX_TAIL_LEN];
+	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	struct swv_pkt p;
+	uint32_t be;
+
+	(void)qp;
+	CHECK(dst == NULL); /* to the connected peer */
+	CHECK(tl > 0 && hdr_len + paylen + tl <= sizeof(dgram));
+	memcpy(dgram, hdr, hdr_len);
+	memcpy(dgram + hdr_len, payload, paylen);
+	memcpy(dgram + hdr_len + paylen, tail, tl);
+	CHECK_OK(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p));
+	CHECK_EQ(p.opcode, SWV_OP_FLOW_CONTROL);
+	CHECK(p.flags & SWV_OPF_FLOWCTL);
+	CHECK_EQ(p.paylen, SWV_FC_PAYLOAD_LEN);
+	CHECK(p.payload[1] == 0 && p.payload[2] == 0 && p.payload[3] == 0);
+	memcpy(&be, p.payload + 4, 4);
+	sent.n++;
+	sent.type = p.payload[0];
+	sent.value = ntohl(be);
+	sent.dqpn = p.dqpn;
+	return 0;
+}
+
+/* A control packet as the peer would send it. */
+static struct swv_pkt ctl(uint8_t type, uint32_t value, uint8_t *buf)
+{
+	struct swv_pkt p;
+	uint32_t be = htonl(value);
+	memset(&p, 0, sizeof(p));
+	memset(buf, 0, SWV_FC_PAYLOAD_LEN);
+	buf[0] = type;
+	memcpy(buf + 4, &be, 4);
+	p.opcode = SWV_OP_FLOW_CONTROL;
+	p.flags = swv_opcode(SWV_OP_FLOW_CONTROL)->flags;
+	p.payload = buf;
+	p.paylen = SWV_FC_PAYLOAD_LEN;
+	return p;
+}
+
+static void init_qp(struct swv_qp *qp, enum ibv_qp_type type, enum ibv_qp_state state)
+{
+	memset(qp, 0, sizeof(*qp));
+	qp->type = type;
+	qp->state = state;
+	qp->mtu = 1024;
+	qp->attr.dest_qp_num = 0x12345; /* no endpoint: the window is the maximum */
+	swv_fc_tx_reset(qp);
+	swv_fc_rx_reset(qp);
+}
+
+static void test_sender(void)
+{
+	struct swv_qp qp;
+	uint8_t buf[SWV_FC_PAYLOAD_LEN];
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTS);
+	memset(&sent, 0, sizeof(sent));
+
+	/* The implicit initial credit, then nothing. */
+	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL);
+	swv_fc_tx_sent(&qp, 10);
+	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL - 10);
+	swv_fc_tx_sent(&qp, SWV_FC_INITIAL - 10);
+	CHECK_EQ(swv_fc_tx_room(&qp), 0);
+
+	/* Blocked: a probe is due SWV_FC_PROBE_NS later, carrying the count sent. */
+	swv_fc_tx_blocked(&qp);
+	uint64_t t0 = qp.req.fc.blocked_since, due = qp.req.fc.probe_at;
+	CHECK(t0 != 0 && due == t0 + SWV_FC_PROBE_NS);
+	CHECK_EQ(qp.req.fc.n_blocked, 1);
+	swv_fc_tx_blocked(&qp); /* again while armed: nothing changes */
+	CHECK_EQ(qp.req.fc.probe_at, due);
+	swv_fc_tx_timer(&qp, due - 1);
+	CHECK_EQ(sent.n, 0);
+	swv_fc_tx_timer(&qp, due);
+	CHECK_EQ(sent.n, 1);
+	CHECK_EQ(sent.type, SWV_FC_PROBE);
+	CHECK_EQ(sent.value, SWV_FC_INITIAL);
+	CHECK_EQ(sent.dqpn, 0x12345);
+	CHECK_EQ(qp.req.fc.n_probes, 1);
+	CHECK_EQ(qp.req.fc.probe_at, 0);
+	CHECK_EQ(swv_fc_tx_room(&qp), 0); /* a live peer is waited for */
+	swv_fc_tx_blocked(&qp);		  /* what the requester does next */
+	CHECK_EQ(qp.req.fc.n_blocked, 1); /* the same wait */
+
+	/* A CREDIT ends the wait: the caller is told to run the requester. */
+	struct swv_pkt p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 100, buf);
+	CHECK(swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp), 100);
+	CHECK_EQ(qp.req.fc.probe_at, 0);
+	CHECK_EQ(qp.req.fc.blocked_since, 0);
+	/* An older or repeated CREDIT changes nothing (and wakes nobody). */
+	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 50, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 100, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp), 100);
+	/* A newer one while not waiting raises the limit without a wake-up. */
+	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 200, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp), 200);
+	/* Malformed: wrong length, unknown type. */
+	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 900, buf);
+	p.paylen = 4;
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	p = ctl(7, SWV_FC_INITIAL + 900, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp), 200);
+
+	/* Counts wrap modulo 2^32. */
+	qp.req.fc.sent = UINT32_MAX - 5;
+	qp.req.fc.limit = 10; /* 16 packets of credit across the wrap */
+	CHECK_EQ(swv_fc_tx_room(&qp), 16);
+
+	/* A silent peer: blocked for SWV_FC_DEAD_NS, each probe lets SWV_FC_INITIAL go. */
+	swv_fc_tx_sent(&qp, 16);
+	CHECK_EQ(swv_fc_tx_room(&qp), 0);
+	swv_fc_tx_blocked(&qp);
+	t0 = qp.req.fc.blocked_since;
+	int probes = 0;
+	for (uint64_t now = t0 + SWV_FC_PROBE_NS; now < t0 + SWV_FC_DEAD_NS;
+	     now += SWV_FC_PROBE_NS) {
+		swv_fc_tx_timer(&qp, now);
+		probes++;
+		CHECK_EQ(swv_fc_tx_room(&qp), 0);
+		swv_fc_tx_blocked(&qp);
+		qp.req.fc.probe_at = now + SWV_FC_PROBE_NS; /* as if armed at 'now' */
+	}
+	swv_fc_tx_timer(&qp, t0 + SWV_FC_DEAD_NS);
+	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL);
+	CHECK_EQ(sent.type, SWV_FC_PROBE);
+	CHECK_EQ(sent.value, qp.req.fc.sent);
+	CHECK(probes > 100);
+
+	/* CREDIT is for a sending QP: ignored in RTR. */
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR);
+	p = ctl(SWV_FC_CREDIT, 1000, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(qp.req.fc.limit, SWV_FC_INITIAL);
+}
+
+static void test_receiver(void)
+{
+	struct swv_qp qp;
+	uint8_t buf[SWV_FC_PAYLOAD_LEN];
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR);
+	memset(&sent, 0, sizeof(sent));
+	uint32_t w = qp.resp.fc.window;
+	CHECK(w >= 4 * SWV_FC_INITIAL);
+
+	/* The first packet already opens the window beyond the implicit credit. */
+	swv_fc_rx_data(&qp);
+	CHECK_EQ(sent.n, 1);
+	CHECK_EQ(sent.type, SWV_FC_CREDIT);
+	CHECK_EQ(sent.value, 1 + w);
+	/* Then one CREDIT per quarter window consumed. */
+	for (uint32_t i = 1; i < 1 + 2 * w; i++)
+		swv_fc_rx_data(&qp);
+	CHECK_EQ(sent.n, 1 + 8);
+	CHECK_EQ(sent.value, qp.resp.fc.rcvd + w);
+	CHECK_EQ(qp.resp.fc.n_credits, 9);
+
+	/* A PROBE sets the count (packets lost on the way are forgiven) and is answered. */
+	uint32_t rcvd = qp.resp.fc.rcvd;
+	struct swv_pkt p = ctl(SWV_FC_PROBE, rcvd + 40, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(sent.n, 10);
+	CHECK_EQ(sent.type, SWV_FC_CREDIT);
+	CHECK_EQ(sent.value, rcvd + 40 + w);
+	CHECK_EQ(qp.resp.fc.rcvd, rcvd + 40);
+}
+
+static void test_other_types(void)
+{
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UD};
+	uint8_t buf[SWV_FC_PAYLOAD_LEN];
+	for (unsigned i = 0; i < 2; i++) {
+		struct swv_qp qp;
+		init_qp(&qp, types[i], IBV_QPS_RTS);
+		memset(&sent, 0, sizeof(sent));
+		CHECK_EQ(swv_fc_tx_room(&qp), UINT32_MAX);
+		swv_fc_tx_sent(&qp, 1000);
+		CHECK_EQ(swv_fc_tx_room(&qp), UINT32_MAX);
+		for (int k = 0; k < 10000; k++)
+			swv_fc_rx_data(&qp);
+		struct swv_pkt p = ctl(SWV_FC_PROBE, 5, buf);
+		CHECK(!swv_fc_rx_control(&qp, &p));
+		CHECK_EQ(sent.n, 0);
+	}
+}
+
+int main(void)
+{
+	test_sender();
+	test_receiver();
+	test_other_types();
+	printf("test_flowctl: OK\n");
+	return 0;
+}
