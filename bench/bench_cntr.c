@@ -20,7 +20,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -29,6 +28,7 @@
 #include <infiniband/swverbs.h>
 #include <infiniband/verbs.h>
 
+#include "bench_clock.h"
 #include "rc_conn.h"
 
 #define WHO	"bench_cntr" /* in error messages */
@@ -43,21 +43,6 @@ static const char *const mode_name[NMODES] = {"cq", "cntr", "wait"};
 static void die(const char *what, int err)
 {
 	rc_die(WHO, what, err);
-}
-
-static uint64_t ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t proc_cpu_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
 struct side {
@@ -142,7 +127,7 @@ static void target_loop(struct side *s)
 		rc_xfer(WHO, s->sock, &ok, 1, true);
 		if (j.op == IBV_WR_SEND) {
 			struct ibv_wc wc[64];
-			uint64_t t_end = ns(CLOCK_MONOTONIC) + (uint64_t)TMO_MS * 1000000ull;
+			uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + (uint64_t)TMO_MS * 1000000ull;
 			while (got < j.count) {
 				int n = ibv_poll_cq(s->rc.rcq, 64, wc);
 				if (n < 0)
@@ -154,7 +139,7 @@ static void target_loop(struct side *s)
 					if (posted < j.count)
 						post_recv(s, posted++, j.size);
 				}
-				if (!n && ns(CLOCK_MONOTONIC) > t_end)
+				if (!n && clock_ns(CLOCK_MONOTONIC) > t_end)
 					die("target: receives missing", ETIMEDOUT);
 			}
 		}
@@ -173,7 +158,7 @@ static struct result run(struct side *s, const struct job *j, enum mode m)
 	const uint64_t base = cntr_value(c);
 	struct ibv_wc wc[64];
 	uint64_t done = 0;
-	const uint64_t t0 = ns(CLOCK_MONOTONIC), c0 = ns(CLOCK_THREAD_CPUTIME_ID),
+	const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID),
 		       p0 = proc_cpu_ns();
 	const uint64_t t_end = t0 + (uint64_t)TMO_MS * 1000000ull;
 
@@ -212,11 +197,11 @@ static struct result run(struct side *s, const struct job *j, enum mode m)
 				die("swv_comp_cntr_wait", ret);
 			done = cntr_value(c) - base;
 		}
-		if (ns(CLOCK_MONOTONIC) > t_end)
+		if (clock_ns(CLOCK_MONOTONIC) > t_end)
 			die("initiator: completions missing", ETIMEDOUT);
 	}
-	const uint64_t t = ns(CLOCK_MONOTONIC) - t0, ct = ns(CLOCK_THREAD_CPUTIME_ID) - c0,
-		       pt = proc_cpu_ns() - p0;
+	const uint64_t t = clock_ns(CLOCK_MONOTONIC) - t0,
+		       ct = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0, pt = proc_cpu_ns() - p0;
 	rc_xfer(WHO, s->sock, &ack, 1, false); /* target done */
 
 	uint64_t errs;
@@ -261,21 +246,21 @@ static void bench_reads(void)
 
 	volatile uint64_t plain = 1;
 	uint64_t sum = 0, v;
-	uint64_t t0 = ns(CLOCK_MONOTONIC);
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++)
 		sum += plain;
-	uint64_t t_plain = ns(CLOCK_MONOTONIC) - t0;
-	t0 = ns(CLOCK_MONOTONIC);
+	uint64_t t_plain = clock_ns(CLOCK_MONOTONIC) - t0;
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++) {
 		ibv_read_comp_cntr(c, &v);
 		sum += v;
 	}
-	uint64_t t_read = ns(CLOCK_MONOTONIC) - t0;
+	uint64_t t_read = clock_ns(CLOCK_MONOTONIC) - t0;
 	volatile uint64_t *vp = &appmem[0];
-	t0 = ns(CLOCK_MONOTONIC);
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++)
 		sum += *vp;
-	uint64_t t_app = ns(CLOCK_MONOTONIC) - t0;
+	uint64_t t_app = clock_ns(CLOCK_MONOTONIC) - t0;
 	if (sum != 3 * N)
 		die("read check", EIO);
 	printf("\ncounter reads (%" PRIu64 " each):\n", N);

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +35,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "bench_clock.h"
 #include "rc_conn.h"
 
 #define WHO	     "bench_transport" /* in error messages */
@@ -58,21 +58,6 @@ static double seconds = 1.2;
 static void die(const char *what, int err)
 {
 	rc_die(WHO, what, err);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t proc_cpu_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
 /* CPU time of this process's swverbs progress threads (named "swv-progress"), read
@@ -174,7 +159,7 @@ static void udp_bw_target(int ctl)
 			}
 			int r = recvmmsg(fd, m, UDP_BATCH, MSG_DONTWAIT, NULL);
 			if (r > 0) {
-				t_last = now_ns();
+				t_last = clock_ns(CLOCK_MONOTONIC);
 				if (!t_first)
 					t_first = t_last;
 				n += (uint64_t)r;
@@ -208,8 +193,8 @@ static struct udp_result udp_bw_initiator(int ctl)
 	for (int i = 0; i < UDP_BATCH; i++)
 		m[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &dst, .msg_namelen = sizeof(dst),
 						    .msg_iov = &iov, .msg_iovlen = 1}};
-	uint64_t t_end = now_ns() + (uint64_t)(seconds * 1e9);
-	while (now_ns() < t_end) {
+	uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + (uint64_t)(seconds * 1e9);
+	while (clock_ns(CLOCK_MONOTONIC) < t_end) {
 		int r = sendmmsg(fd, m, UDP_BATCH, 0);
 		if (r < 0 && errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 			die("sendmmsg", errno);
@@ -266,14 +251,14 @@ static double udp_lat_initiator(int ctl)
 	struct timeval tv = {1, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
-	uint64_t t0 = now_ns(), t_end = t0 + (uint64_t)(seconds * 0.5e9), t;
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), t_end = t0 + (uint64_t)(seconds * 0.5e9), t;
 	do {
 		if (sendto(fd, buf, LAT_SIZE, 0, (struct sockaddr *)&dst, sizeof(dst)) < 0)
 			die("sendto", errno);
 		if (recv(fd, buf, sizeof(buf), 0) != LAT_SIZE)
 			die("udp ping-pong reply", errno ? errno : EIO);
 		iters++;
-		t = now_ns();
+		t = clock_ns(CLOCK_MONOTONIC);
 	} while (t < t_end);
 	(void)sendto(fd, buf, 1, 0, (struct sockaddr *)&dst, sizeof(dst));
 	close(fd);
@@ -352,7 +337,7 @@ static int poll_ok(struct ibv_cq *cq, struct ibv_wc *wc, int n, const char *what
 static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 {
 	struct ibv_wc wc[64];
-	uint64_t t_end = now_ns() + TMO_NS, empty = 0;
+	uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + TMO_NS, empty = 0;
 	for (;;) {
 		int n = poll_ok(s->rc.rcq, wc, 64, "receive");
 		for (int i = 0; i < n; i++) {
@@ -368,7 +353,7 @@ static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 			if (stop)
 				return;
 		}
-		if (!n && (++empty & 4095) == 0 && now_ns() > t_end)
+		if (!n && (++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_end)
 			die("target: stop message missing", ETIMEDOUT);
 	}
 }
@@ -386,14 +371,14 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 	struct ibv_wc wc[64];
 	uint32_t nslots = BUF_SIZE / size < window ? BUF_SIZE / size : window;
 	uint64_t posted = 0, done = 0, empty = 0;
-	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 1e9), t_dead = t0 + TMO_NS, t = t0;
 	bool stopping = false;
 
 	while (!stopping || done < posted) {
 		while (!stopping && posted - done < window) {
 			bool last = false;
-			if ((posted & 15) == 0 && (t = now_ns()) >= t_stop)
+			if ((posted & 15) == 0 && (t = clock_ns(CLOCK_MONOTONIC)) >= t_stop)
 				last = stopping = true;
 			/* The stream ends on a signaled WR so 'done' catches up exactly. */
 			bool sig = last || (posted + 1) % sig_every == 0;
@@ -408,10 +393,10 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 		for (int i = 0; i < n; i++)
 			done = wc[i].wr_id + 1; /* completions in order; covers the unsignaled */
 		/* The clock is read rarely: it is not free, and this loop is what is measured. */
-		if (!n && (++empty & 4095) == 0 && now_ns() > t_dead)
+		if (!n && (++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_dead)
 			die("initiator: completions missing", ETIMEDOUT);
 	}
-	t = now_ns() - t0;
+	t = clock_ns(CLOCK_MONOTONIC) - t0;
 	uint64_t c = proc_cpu_ns() - c0;
 	struct rdma_result r = {
 		.mibs = (double)posted * size / ((double)t / 1e9) / (1024.0 * 1024.0),
@@ -426,12 +411,12 @@ static struct rdma_result pingpong(struct side *s, uint32_t size)
 {
 	struct ibv_wc wc[4];
 	uint64_t iters = 0, empty = 0;
-	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 0.5e9), t_dead = t0 + TMO_NS, t;
 	bool last = false;
 
 	do {
-		t = now_ns();
+		t = clock_ns(CLOCK_MONOTONIC);
 		last = t >= t_stop;
 		post_send(s, last ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, iters, size, 0,
 			  IBV_SEND_SIGNALED | IBV_SEND_INLINE, last ? 1 : 0);
@@ -444,12 +429,12 @@ static struct rdma_result pingpong(struct side *s, uint32_t size)
 				s->recv_out--;
 				post_recv(s, size);
 			}
-			if ((++empty & 4095) == 0 && now_ns() > t_dead)
+			if ((++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_dead)
 				die("ping-pong: reply missing", ETIMEDOUT);
 		}
 		iters++;
 	} while (!last);
-	t = now_ns() - t0;
+	t = clock_ns(CLOCK_MONOTONIC) - t0;
 	uint64_t c = proc_cpu_ns() - c0;
 	struct rdma_result r = {
 		.msgs_per_s = (double)iters / ((double)t / 1e9),
