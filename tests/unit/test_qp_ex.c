@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/qp.h"
 
 #define BUF_SIZE (1 << 20)
@@ -27,8 +28,6 @@
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static struct ibv_port_attr port;
-static union ibv_gid gid0;
 static uint8_t *abuf, *bbuf; /* requester's and responder's memory */
 static struct ibv_mr *amr, *bmr;
 
@@ -86,52 +85,6 @@ static struct ibv_qp *make_qp(uint64_t ops, uint32_t send_wr, uint32_t sge, uint
 	CHECK_PTR(qp);
 	CHECK_PTR(ibv_qp_to_qp_ex(qp));
 	return qp;
-}
-
-static void to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS));
-}
-
-static void to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-				.dest_qp_num = dest_qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
-				.min_rnr_timer = 1};
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = port.lid;
-	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = gid0;
-		a.ah_attr.grh.hop_limit = 64;
-	}
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
-}
-
-/* timeout 0: no local ACK timer, so WRs to a silent peer stay outstanding. */
-static void to_rts(struct ibv_qp *qp, uint8_t timeout)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = 0, .timeout = timeout,
-				.retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					       IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
-static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
-{
-	to_init(a);
-	to_init(b);
-	to_rtr(a, b->qp_num);
-	to_rtr(b, a->qp_num);
-	to_rts(a, 14);
-	to_rts(b, 14);
 }
 
 static void post_recv(struct ibv_qp *qp, uint64_t wr_id, uint8_t *p, uint32_t len)
@@ -557,7 +510,9 @@ static void test_ops_mask(void)
 {
 	struct ibv_qp *s = make_qp(IBV_QP_EX_WITH_SEND, 8, 1, 0);
 	struct ibv_qp *t = make_qp(ALL_RC_OPS, 8, 1, 0);
-	connect_pair(s, t);
+	swvt_pair_to_init(s);
+	swvt_pair_to_init(t);
+	swvt_pair_connect(s, t);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(s);
 	struct ibv_wc wc[2];
 	memset(bbuf + 50000, 0xee, 64);
@@ -601,16 +556,16 @@ static void test_room_and_states(void)
 	 * no ACK timer), so the send queue fills. */
 	struct ibv_qp *d = make_qp(ALL_RC_OPS, 8, 1, 0);
 	struct ibv_qp *e = make_qp(ALL_RC_OPS, 8, 1, 0);
-	to_init(d);
-	to_init(e);
+	swvt_pair_to_init(d);
+	swvt_pair_to_init(e);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(d);
 
 	/* INIT: nothing can be posted (EINVAL, as ibv_post_send). */
 	ibv_wr_start(x);
 	ibv_wr_send(x);
 	CHECK_EQ(ibv_wr_complete(x), EINVAL);
-	to_rtr(d, e->qp_num);
-	to_rts(d, 0);
+	swvt_pair_to_rtr(d, e->qp_num);
+	swvt_pair_to_rts(d, 0);
 
 	/* Longer than the queue can ever hold: refused while staging. */
 	ibv_wr_start(x);
@@ -714,34 +669,24 @@ static void test_create(void)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
-	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid0));
+	ctx = swvt_open_first_device();
 	pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
 	cq = ibv_create_cq(ctx, 1024, NULL, NULL, 0);
 	CHECK_PTR(cq);
-	abuf = aligned_alloc(4096, BUF_SIZE);
-	bbuf = aligned_alloc(4096, BUF_SIZE);
-	CHECK(abuf && bbuf);
-	memset(abuf, 0, BUF_SIZE);
-	memset(bbuf, 0, BUF_SIZE);
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		  IBV_ACCESS_REMOTE_ATOMIC;
-	amr = ibv_reg_mr(pd, abuf, BUF_SIZE, acc);
-	bmr = ibv_reg_mr(pd, bbuf, BUF_SIZE, acc);
-	CHECK(amr && bmr);
+	amr = swvt_reg_buf(pd, BUF_SIZE, acc);
+	bmr = swvt_reg_buf(pd, BUF_SIZE, acc);
+	abuf = amr->addr;
+	bbuf = bmr->addr;
 
 	test_create();
 	struct ibv_qp *a = make_qp(ALL_RC_OPS, 16, 4, 64);
 	struct ibv_qp *b = make_qp(ALL_RC_OPS, 16, 4, 64);
-	connect_pair(a, b);
+	swvt_pair_to_init(a);
+	swvt_pair_to_init(b);
+	swvt_pair_connect(a, b);
 	test_ops(a, b);
 	test_batch(a, b);
 	test_atomicity(a, b);
@@ -750,13 +695,11 @@ int main(void)
 
 	CHECK_OK(ibv_destroy_qp(a));
 	CHECK_OK(ibv_destroy_qp(b));
-	CHECK_OK(ibv_dereg_mr(amr));
-	CHECK_OK(ibv_dereg_mr(bmr));
+	swvt_dereg_buf(amr);
+	swvt_dereg_buf(bmr);
 	CHECK_OK(ibv_destroy_cq(cq));
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
-	free(abuf);
-	free(bbuf);
 	printf("ok\n");
 	return 0;
 }
