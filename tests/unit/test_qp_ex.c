@@ -109,6 +109,17 @@ static uint32_t sq_used(struct ibv_qp *qp)
 	return n;
 }
 
+/* One signaled SEND of abuf[0, len), alone in its batch. */
+static void send_one(struct ibv_qp_ex *x, uint64_t wr_id, uint32_t len)
+{
+	ibv_wr_start(x);
+	x->wr_id = wr_id;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, len);
+	CHECK_OK(ibv_wr_complete(x));
+}
+
 /* ---- every op, every setter ---- */
 
 static void test_ops(struct ibv_qp *a, struct ibv_qp *b)
@@ -119,12 +130,7 @@ static void test_ops(struct ibv_qp *a, struct ibv_qp *b)
 	/* SEND from one SGE. */
 	fill(abuf, 3000, 1);
 	post_recv(b, 100, bbuf, 4096);
-	ibv_wr_start(x);
-	x->wr_id = 1;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 3000);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 1, 3000);
 	poll_n(wc, 2);
 	struct ibv_wc *s = find(wc, 2, 1), *r = find(wc, 2, 100);
 	CHECK_EQ(s->status, IBV_WC_SUCCESS);
@@ -320,6 +326,14 @@ static void test_batch(struct ibv_qp *a, struct ibv_qp *b)
 	printf("batch: 5 mixed WRs, wr_id/wr_flags per op, unsignaled skipped ok\n");
 }
 
+/* What expect_nothing_posted looks at: 0xee over bbuf[50000, 50064), where the batches
+ * under test write, and a receive (wr_id 250) on b. */
+static void arm_nothing_posted(struct ibv_qp *b)
+{
+	memset(bbuf + 50000, 0xee, 64);
+	post_recv(b, 250, bbuf + 60000, 4096);
+}
+
 /* A batch that fails in wr_complete posts nothing: no CQE, no remote change, the
  * posted receive is still there for the next good SEND. */
 static void expect_nothing_posted(struct ibv_qp *a, struct ibv_qp *b)
@@ -331,12 +345,7 @@ static void expect_nothing_posted(struct ibv_qp *a, struct ibv_qp *b)
 		CHECK_EQ(bbuf[50000 + i], 0xee);
 	/* The receive posted before the bad batch is consumed by this SEND. */
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	ibv_wr_start(x);
-	x->wr_id = 300;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 8);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 300, 8);
 	poll_n(wc, 2);
 	CHECK_EQ(find(wc, 2, 250)->status, IBV_WC_SUCCESS);
 	CHECK_EQ(find(wc, 2, 300)->status, IBV_WC_SUCCESS);
@@ -349,9 +358,8 @@ static void bad_batch(struct ibv_qp *a, struct ibv_qp *b, void (*bad)(struct ibv
 		      int want, const char *what)
 {
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	memset(bbuf + 50000, 0xee, 64);
+	arm_nothing_posted(b);
 	fill(abuf, 64, 33);
-	post_recv(b, 250, bbuf + 60000, 4096);
 	ibv_wr_start(x);
 	x->wr_id = 240;
 	x->wr_flags = IBV_SEND_SIGNALED;
@@ -479,8 +487,7 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 	/* wr_abort drops the batch; without wr_start, complete is EINVAL and abort is
 	 * harmless. */
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	memset(bbuf + 50000, 0xee, 64);
-	post_recv(b, 250, bbuf + 60000, 4096);
+	arm_nothing_posted(b);
 	ibv_wr_start(x);
 	x->wr_id = 260;
 	ibv_wr_rdma_write(x, bmr->rkey, (uintptr_t)bbuf + 50000);
@@ -492,8 +499,7 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 
 	/* wr_start again before completing (a misuse): the open batch is dropped, the
 	 * thread does not hang on its own builder lock. */
-	memset(bbuf + 50000, 0xee, 64);
-	post_recv(b, 250, bbuf + 60000, 4096);
+	arm_nothing_posted(b);
 	ibv_wr_start(x);
 	ibv_wr_rdma_write(x, bmr->rkey, (uintptr_t)bbuf + 50000);
 	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 64);
@@ -534,17 +540,25 @@ static void test_ops_mask(void)
 	struct ibv_sge sg = {(uintptr_t)bbuf, 64, bmr->lkey};
 	struct ibv_recv_wr rw = {.wr_id = 400, .sg_list = &sg, .num_sge = 1}, *badr;
 	CHECK_OK(ibv_post_recv(t, &rw, &badr));
-	ibv_wr_start(x);
-	x->wr_id = 401;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 8);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 401, 8);
 	poll_n(wc, 2);
 	CHECK_EQ(find(wc, 2, 401)->status, IBV_WC_SUCCESS);
 	CHECK_OK(ibv_destroy_qp(s));
 	CHECK_OK(ibv_destroy_qp(t));
 	printf("send_ops_flags: ops not requested are EINVAL, nothing posted\n");
+}
+
+/* Stage n signaled SENDs, wr_id first_id, first_id + 1, ..., as one batch; returns what
+ * wr_complete says. */
+static int send_batch(struct ibv_qp_ex *x, int n, uint64_t first_id)
+{
+	ibv_wr_start(x);
+	for (int i = 0; i < n; i++) {
+		x->wr_id = first_id + (uint64_t)i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(x);
+	}
+	return ibv_wr_complete(x);
 }
 
 /* The send queue's room is checked for the whole batch; longer than max_send_wr is
@@ -561,40 +575,20 @@ static void test_room_and_states(void)
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(d);
 
 	/* INIT: nothing can be posted (EINVAL, as ibv_post_send). */
-	ibv_wr_start(x);
-	ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), EINVAL);
+	CHECK_EQ(send_batch(x, 1, 0), EINVAL);
 	swvt_pair_to_rtr(d, e->qp_num);
 	swvt_pair_to_rts(d, 0);
 
 	/* Longer than the queue can ever hold: refused while staging. */
-	ibv_wr_start(x);
-	for (int i = 0; i < 9; i++)
-		ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), ENOMEM);
+	CHECK_EQ(send_batch(x, 9, 0), ENOMEM);
 	CHECK_EQ(sq_used(d), 0);
 
-	ibv_wr_start(x);
-	for (int i = 0; i < 6; i++) {
-		x->wr_id = 500 + (uint64_t)i;
-		x->wr_flags = IBV_SEND_SIGNALED;
-		ibv_wr_send(x);
-	}
-	CHECK_OK(ibv_wr_complete(x));
+	CHECK_OK(send_batch(x, 6, 500));
 	CHECK_EQ(sq_used(d), 6);
 	/* Room for 2: a batch of 3 posts nothing, a batch of 2 fits. */
-	ibv_wr_start(x);
-	for (int i = 0; i < 3; i++)
-		ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), ENOMEM);
+	CHECK_EQ(send_batch(x, 3, 0), ENOMEM);
 	CHECK_EQ(sq_used(d), 6);
-	ibv_wr_start(x);
-	for (int i = 0; i < 2; i++) {
-		x->wr_id = 506 + (uint64_t)i;
-		x->wr_flags = IBV_SEND_SIGNALED;
-		ibv_wr_send(x);
-	}
-	CHECK_OK(ibv_wr_complete(x));
+	CHECK_OK(send_batch(x, 2, 506));
 	CHECK_EQ(sq_used(d), 8);
 	expect_empty(50);
 
