@@ -83,11 +83,7 @@ static void test_create_rules(void)
 	struct ibv_cq_ex *c = ibv_create_cq_ex(ctx, &a);
 	CHECK_PTR(c);
 	/* The inlines call every callback unchecked. */
-	void (*const *fn)(void) = (void (*const *)(void))&c->start_poll;
-	size_t n = (sizeof(*c) - offsetof(struct ibv_cq_ex, start_poll)) / sizeof(*fn);
-	CHECK_EQ(n, 18);
-	for (size_t i = 0; i < n; i++)
-		CHECK(fn[i] != NULL);
+	CHECK_FNS_SET(c, start_poll, 18);
 	struct ibv_poll_cq_attr pa = {0};
 	CHECK_EQ(ibv_start_poll(c, &pa), ENOENT);
 	pa.comp_mask = 1;

@@ -622,11 +622,7 @@ static void test_create(void)
 	struct ibv_qp *q = make_qp(IBV_QP_EX_WITH_SEND, 4, 1, 0);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(q);
 	CHECK(x == (struct ibv_qp_ex *)q);
-	void (*const *fn)(void) = (void (*const *)(void))&x->wr_atomic_cmp_swp;
-	size_t n = (sizeof(*x) - offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)) / sizeof(*fn);
-	CHECK_EQ(n, 22);
-	for (size_t i = 0; i < n; i++)
-		CHECK(fn[i] != NULL);
+	CHECK_FNS_SET(x, wr_atomic_cmp_swp, 22);
 	CHECK(to_swv_qp(q)->verbs_comp_mask & 2u);
 	CHECK_OK(ibv_destroy_qp(q));
 
