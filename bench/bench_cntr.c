@@ -20,8 +20,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +28,10 @@
 #include <infiniband/swverbs.h>
 #include <infiniband/verbs.h>
 
+#include "bench_clock.h"
+#include "rc_conn.h"
+
+#define WHO	"bench_cntr" /* in error messages */
 #define WINDOW  128
 #define RQ      256
 #define MAXSIZE 65536u
@@ -40,152 +42,46 @@ static const char *const mode_name[NMODES] = {"cq", "cntr", "wait"};
 
 static void die(const char *what, int err)
 {
-	fprintf(stderr, "bench_cntr [%d]: %s: %s\n", (int)getpid(), what, strerror(err));
-	exit(1);
+	rc_die(WHO, what, err);
 }
-
-static uint64_t ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t proc_cpu_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
-}
-
-struct info {
-	uint16_t lid;
-	union ibv_gid gid;
-	uint32_t qpn, psn;
-	uint64_t addr;
-	uint32_t rkey;
-};
 
 struct side {
-	struct ibv_context *ctx;
-	struct ibv_port_attr port;
-	struct ibv_pd *pd;
-	struct ibv_cq *scq, *rcq;
-	struct ibv_qp *qp;
+	struct rc_conn rc;
 	struct ibv_comp_cntr *c_send, *c_write, *c_recv;
-	uint8_t *buf;
-	size_t len;
-	struct ibv_mr *mr;
-	struct info me, peer;
 	int sock;
 };
 
-static void xfer(int sock, void *p, size_t n, bool out)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = out ? write(sock, (char *)p + done, n - done)
-				: read(sock, (char *)p + done, n - done);
-		if (r <= 0)
-			die(out ? "socket write" : "socket read", r < 0 ? errno : EPIPE);
-		done += (size_t)r;
-	}
-}
-
+/* One RC QP on a buffer of RQ slots of MAXSIZE, with a counter for each of SEND, RDMA
+ * WRITE and RECV attached in RESET. */
 static void setup(struct side *s, const char *devname)
 {
-	int n, ret;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || !n)
-		die("no device", ENODEV);
-	struct ibv_device *dev = list[0];
-	for (int i = 0; devname && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), devname))
-			dev = list[i];
-	s->ctx = ibv_open_device(dev);
-	ibv_free_device_list(list);
-	if (!s->ctx)
-		die("open", errno);
-	if ((ret = ibv_query_port(s->ctx, 1, &s->port)))
-		die("query_port", ret);
-	s->pd = ibv_alloc_pd(s->ctx);
-	s->scq = ibv_create_cq(s->ctx, 4096, NULL, NULL, 0);
-	s->rcq = ibv_create_cq(s->ctx, 4096, NULL, NULL, 0);
-	if (!s->pd || !s->scq || !s->rcq)
-		die("pd/cq", errno);
-	s->len = (size_t)RQ * MAXSIZE;
-	if (posix_memalign((void **)&s->buf, 4096, s->len))
-		die("buffer", ENOMEM);
-	memset(s->buf, 0x5a, s->len);
-	s->mr = ibv_reg_mr(s->pd, s->buf, s->len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!s->mr)
-		die("reg_mr", errno);
-	struct ibv_qp_init_attr qa = {.send_cq = s->scq, .recv_cq = s->rcq, .qp_type = IBV_QPT_RC,
-				      .cap = {.max_send_wr = 256, .max_recv_wr = RQ,
-					      .max_send_sge = 1, .max_recv_sge = 1}};
-	s->qp = ibv_create_qp(s->pd, &qa);
-	if (!s->qp)
-		die("create_qp", errno);
+	int ret;
+	struct rc_conn_attr ra = {
+	    .dev = devname,
+	    .send_cqe = 4096,
+	    .recv_cqe = 4096,
+	    .len = (size_t)RQ * MAXSIZE,
+	    .mr_access = IBV_ACCESS_REMOTE_WRITE,
+	    .qp_access = IBV_ACCESS_REMOTE_WRITE,
+	    .rd_atomic = 1,
+	    .cap = {.max_send_wr = 256, .max_recv_wr = RQ, .max_send_sge = 1, .max_recv_sge = 1},
+	};
+	rc_conn_open(&s->rc, WHO, &ra);
 	struct ibv_comp_cntr_init_attr ca = {.type = IBV_COMP_CNTR_TYPE_WRS};
-	s->c_send = ibv_create_comp_cntr(s->ctx, &ca);
-	s->c_write = ibv_create_comp_cntr(s->ctx, &ca);
-	s->c_recv = ibv_create_comp_cntr(s->ctx, &ca);
+	s->c_send = ibv_create_comp_cntr(s->rc.ctx, &ca);
+	s->c_write = ibv_create_comp_cntr(s->rc.ctx, &ca);
+	s->c_recv = ibv_create_comp_cntr(s->rc.ctx, &ca);
 	if (!s->c_send || !s->c_write || !s->c_recv)
 		die("create_comp_cntr", errno);
 	struct ibv_qp_attach_comp_cntr_attr a = {.op_mask = IBV_QP_ATTACH_COMP_CNTR_OP_SEND};
-	if ((ret = ibv_qp_attach_comp_cntr(s->qp, s->c_send, &a)))
+	if ((ret = ibv_qp_attach_comp_cntr(s->rc.qp, s->c_send, &a)))
 		die("attach", ret);
 	a.op_mask = IBV_QP_ATTACH_COMP_CNTR_OP_RDMA_WRITE;
-	if ((ret = ibv_qp_attach_comp_cntr(s->qp, s->c_write, &a)))
+	if ((ret = ibv_qp_attach_comp_cntr(s->rc.qp, s->c_write, &a)))
 		die("attach", ret);
 	a.op_mask = IBV_QP_ATTACH_COMP_CNTR_OP_RECV;
-	if ((ret = ibv_qp_attach_comp_cntr(s->qp, s->c_recv, &a)))
+	if ((ret = ibv_qp_attach_comp_cntr(s->rc.qp, s->c_recv, &a)))
 		die("attach", ret);
-	union ibv_gid gid;
-	ibv_query_gid(s->ctx, 1, 0, &gid);
-	s->me = (struct info){.lid = s->port.lid, .gid = gid, .qpn = s->qp->qp_num,
-			      .psn = (uint32_t)getpid() & 0xffffff, .addr = (uintptr_t)s->buf,
-			      .rkey = s->mr->rkey};
-}
-
-static void connect_qp(struct side *s)
-{
-	int ret;
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-						    IBV_QP_ACCESS_FLAGS)))
-		die("INIT", ret);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = s->peer.qpn;
-	a.rq_psn = s->peer.psn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = s->peer.lid;
-	if (s->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = s->peer.gid;
-		a.ah_attr.grh.hop_limit = 64;
-	}
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
-		die("RTR", ret);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = s->me.psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-						    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-						    IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("RTS", ret);
 }
 
 /* One measurement, described to the target before it starts. */
@@ -209,9 +105,9 @@ static uint64_t cntr_value(struct ibv_comp_cntr *c)
 /* Target for SEND: keep RQ receives posted, reposting as the CQ drains. */
 static void post_recv(struct side *s, uint64_t i, uint32_t size)
 {
-	struct ibv_sge sge = {(uintptr_t)s->buf + (i % RQ) * MAXSIZE, size, s->mr->lkey};
+	struct ibv_sge sge = {(uintptr_t)s->rc.buf + (i % RQ) * MAXSIZE, size, s->rc.mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-	int ret = ibv_post_recv(s->qp, &wr, &bad);
+	int ret = ibv_post_recv(s->rc.qp, &wr, &bad);
 	if (ret)
 		die("post_recv", ret);
 }
@@ -220,7 +116,7 @@ static void target_loop(struct side *s)
 {
 	for (;;) {
 		struct job j;
-		xfer(s->sock, &j, sizeof(j), false);
+		rc_xfer(WHO, s->sock, &j, sizeof(j), false);
 		if (j.op == 0xffffffffu)
 			return;
 		uint64_t posted = 0, got = 0;
@@ -228,12 +124,12 @@ static void target_loop(struct side *s)
 			for (; posted < RQ && posted < j.count; posted++)
 				post_recv(s, posted, j.size);
 		char ok = 'r';
-		xfer(s->sock, &ok, 1, true);
+		rc_xfer(WHO, s->sock, &ok, 1, true);
 		if (j.op == IBV_WR_SEND) {
 			struct ibv_wc wc[64];
-			uint64_t t_end = ns(CLOCK_MONOTONIC) + (uint64_t)TMO_MS * 1000000ull;
+			uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + (uint64_t)TMO_MS * 1000000ull;
 			while (got < j.count) {
-				int n = ibv_poll_cq(s->rcq, 64, wc);
+				int n = ibv_poll_cq(s->rc.rcq, 64, wc);
 				if (n < 0)
 					die("poll_cq", EIO);
 				for (int i = 0; i < n; i++) {
@@ -243,48 +139,48 @@ static void target_loop(struct side *s)
 					if (posted < j.count)
 						post_recv(s, posted++, j.size);
 				}
-				if (!n && ns(CLOCK_MONOTONIC) > t_end)
+				if (!n && clock_ns(CLOCK_MONOTONIC) > t_end)
 					die("target: receives missing", ETIMEDOUT);
 			}
 		}
 		ok = 'd';
-		xfer(s->sock, &ok, 1, true);
+		rc_xfer(WHO, s->sock, &ok, 1, true);
 	}
 }
 
 static struct result run(struct side *s, const struct job *j, enum mode m)
 {
 	char ack;
-	xfer(s->sock, (void *)j, sizeof(*j), true);
-	xfer(s->sock, &ack, 1, false); /* receives posted */
+	rc_xfer(WHO, s->sock, (void *)j, sizeof(*j), true);
+	rc_xfer(WHO, s->sock, &ack, 1, false); /* receives posted */
 
 	struct ibv_comp_cntr *c = j->op == IBV_WR_SEND ? s->c_send : s->c_write;
 	const uint64_t base = cntr_value(c);
 	struct ibv_wc wc[64];
 	uint64_t done = 0;
-	const uint64_t t0 = ns(CLOCK_MONOTONIC), c0 = ns(CLOCK_THREAD_CPUTIME_ID),
+	const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID),
 		       p0 = proc_cpu_ns();
 	const uint64_t t_end = t0 + (uint64_t)TMO_MS * 1000000ull;
 
 	for (uint64_t i = 0; i < j->count || done < j->count;) {
 		/* post while the window has room */
 		while (i < j->count && i - done < WINDOW) {
-			struct ibv_sge sge = {(uintptr_t)s->buf + (i % RQ) * MAXSIZE, j->size,
-					      s->mr->lkey};
+			struct ibv_sge sge = {(uintptr_t)s->rc.buf + (i % RQ) * MAXSIZE, j->size,
+					      s->rc.mr->lkey};
 			struct ibv_send_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1,
 						 .opcode = (enum ibv_wr_opcode)j->op,
 						 .send_flags = m == M_CQ ? IBV_SEND_SIGNALED : 0},
 					   *bad;
-			wr.wr.rdma.remote_addr = s->peer.addr + (i % RQ) * MAXSIZE;
-			wr.wr.rdma.rkey = s->peer.rkey;
-			int ret = ibv_post_send(s->qp, &wr, &bad);
+			wr.wr.rdma.remote_addr = s->rc.peer.addr + (i % RQ) * MAXSIZE;
+			wr.wr.rdma.rkey = s->rc.peer.rkey;
+			int ret = ibv_post_send(s->rc.qp, &wr, &bad);
 			if (ret)
 				die("post_send", ret);
 			i++;
 		}
 		/* learn what finished */
 		if (m == M_CQ) {
-			int n = ibv_poll_cq(s->scq, 64, wc);
+			int n = ibv_poll_cq(s->rc.scq, 64, wc);
 			if (n < 0)
 				die("poll_cq", EIO);
 			for (int k = 0; k < n; k++)
@@ -301,12 +197,12 @@ static struct result run(struct side *s, const struct job *j, enum mode m)
 				die("swv_comp_cntr_wait", ret);
 			done = cntr_value(c) - base;
 		}
-		if (ns(CLOCK_MONOTONIC) > t_end)
+		if (clock_ns(CLOCK_MONOTONIC) > t_end)
 			die("initiator: completions missing", ETIMEDOUT);
 	}
-	const uint64_t t = ns(CLOCK_MONOTONIC) - t0, ct = ns(CLOCK_THREAD_CPUTIME_ID) - c0,
-		       pt = proc_cpu_ns() - p0;
-	xfer(s->sock, &ack, 1, false); /* target done */
+	const uint64_t t = clock_ns(CLOCK_MONOTONIC) - t0,
+		       ct = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0, pt = proc_cpu_ns() - p0;
+	rc_xfer(WHO, s->sock, &ack, 1, false); /* target done */
 
 	uint64_t errs;
 	ibv_read_err_comp_cntr(c, &errs);
@@ -336,10 +232,7 @@ static struct result best(struct side *s, const struct job *j, enum mode m, int 
 static void bench_reads(void)
 {
 	const uint64_t N = 200000000ull;
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = rc_open_device(WHO, NULL);
 	struct ibv_comp_cntr_init_attr ca = {.type = IBV_COMP_CNTR_TYPE_WRS};
 	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &ca);
 	_Alignas(64) static uint64_t appmem[8];
@@ -353,21 +246,21 @@ static void bench_reads(void)
 
 	volatile uint64_t plain = 1;
 	uint64_t sum = 0, v;
-	uint64_t t0 = ns(CLOCK_MONOTONIC);
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++)
 		sum += plain;
-	uint64_t t_plain = ns(CLOCK_MONOTONIC) - t0;
-	t0 = ns(CLOCK_MONOTONIC);
+	uint64_t t_plain = clock_ns(CLOCK_MONOTONIC) - t0;
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++) {
 		ibv_read_comp_cntr(c, &v);
 		sum += v;
 	}
-	uint64_t t_read = ns(CLOCK_MONOTONIC) - t0;
+	uint64_t t_read = clock_ns(CLOCK_MONOTONIC) - t0;
 	volatile uint64_t *vp = &appmem[0];
-	t0 = ns(CLOCK_MONOTONIC);
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	for (uint64_t i = 0; i < N; i++)
 		sum += *vp;
-	uint64_t t_app = ns(CLOCK_MONOTONIC) - t0;
+	uint64_t t_app = clock_ns(CLOCK_MONOTONIC) - t0;
 	if (sum != 3 * N)
 		die("read check", EIO);
 	printf("\ncounter reads (%" PRIu64 " each):\n", N);
@@ -408,14 +301,8 @@ int main(int argc, char **argv)
 	setup(&s, dev);
 	s.sock = pid == 0 ? sv[1] : sv[0];
 	close(pid == 0 ? sv[0] : sv[1]);
-	if (pid == 0) {
-		xfer(s.sock, &s.me, sizeof(s.me), true);
-		xfer(s.sock, &s.peer, sizeof(s.peer), false);
-	} else {
-		xfer(s.sock, &s.peer, sizeof(s.peer), false);
-		xfer(s.sock, &s.me, sizeof(s.me), true);
-	}
-	connect_qp(&s);
+	rc_conn_exchange(&s.rc, s.sock, pid == 0);
+	rc_conn_connect(&s.rc);
 	if (pid == 0) {
 		target_loop(&s);
 		_exit(0);
@@ -446,7 +333,7 @@ int main(int argc, char **argv)
 		}
 	}
 	struct job quit = {.op = 0xffffffffu};
-	xfer(s.sock, &quit, sizeof(quit), true);
+	rc_xfer(WHO, s.sock, &quit, sizeof(quit), true);
 	int st;
 	waitpid(pid, &st, 0);
 	bench_reads();

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +35,10 @@
 
 #include <infiniband/verbs.h>
 
+#include "bench_clock.h"
+#include "rc_conn.h"
+
+#define WHO	     "bench_transport" /* in error messages */
 #define UDP_PAYLOAD  4096
 #define UDP_BATCH    32
 #define LAT_SIZE     8
@@ -54,23 +57,7 @@ static double seconds = 1.2;
 
 static void die(const char *what, int err)
 {
-	fprintf(stderr, "bench_transport [%d]: %s: %s\n", (int)getpid(), what, strerror(err));
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t proc_cpu_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+	rc_die(WHO, what, err);
 }
 
 /* CPU time of this process's swverbs progress threads (named "swv-progress"), read
@@ -105,29 +92,15 @@ static uint64_t progress_cpu_ns(void)
 	return sum;
 }
 
-static void xfer(int sock, void *p, size_t n, bool out)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = out ? write(sock, (char *)p + done, n - done)
-				: read(sock, (char *)p + done, n - done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die(out ? "control write" : "control read", r < 0 ? errno : EPIPE);
-		done += (size_t)r;
-	}
-}
-
 static void send_u64(int sock, uint64_t v)
 {
-	xfer(sock, &v, sizeof(v), true);
+	rc_xfer(WHO, sock, &v, sizeof(v), true);
 }
 
 static uint64_t recv_u64(int sock)
 {
 	uint64_t v;
-	xfer(sock, &v, sizeof(v), false);
+	rc_xfer(WHO, sock, &v, sizeof(v), false);
 	return v;
 }
 
@@ -186,7 +159,7 @@ static void udp_bw_target(int ctl)
 			}
 			int r = recvmmsg(fd, m, UDP_BATCH, MSG_DONTWAIT, NULL);
 			if (r > 0) {
-				t_last = now_ns();
+				t_last = clock_ns(CLOCK_MONOTONIC);
 				if (!t_first)
 					t_first = t_last;
 				n += (uint64_t)r;
@@ -220,8 +193,8 @@ static struct udp_result udp_bw_initiator(int ctl)
 	for (int i = 0; i < UDP_BATCH; i++)
 		m[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &dst, .msg_namelen = sizeof(dst),
 						    .msg_iov = &iov, .msg_iovlen = 1}};
-	uint64_t t_end = now_ns() + (uint64_t)(seconds * 1e9);
-	while (now_ns() < t_end) {
+	uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + (uint64_t)(seconds * 1e9);
+	while (clock_ns(CLOCK_MONOTONIC) < t_end) {
 		int r = sendmmsg(fd, m, UDP_BATCH, 0);
 		if (r < 0 && errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 			die("sendmmsg", errno);
@@ -278,14 +251,14 @@ static double udp_lat_initiator(int ctl)
 	struct timeval tv = {1, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
-	uint64_t t0 = now_ns(), t_end = t0 + (uint64_t)(seconds * 0.5e9), t;
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), t_end = t0 + (uint64_t)(seconds * 0.5e9), t;
 	do {
 		if (sendto(fd, buf, LAT_SIZE, 0, (struct sockaddr *)&dst, sizeof(dst)) < 0)
 			die("sendto", errno);
 		if (recv(fd, buf, sizeof(buf), 0) != LAT_SIZE)
 			die("udp ping-pong reply", errno ? errno : EIO);
 		iters++;
-		t = now_ns();
+		t = clock_ns(CLOCK_MONOTONIC);
 	} while (t < t_end);
 	(void)sendto(fd, buf, 1, 0, (struct sockaddr *)&dst, sizeof(dst));
 	close(fd);
@@ -294,23 +267,8 @@ static double udp_lat_initiator(int ctl)
 
 /* ------------------------------------------------------------------ swverbs */
 
-struct info {
-	uint16_t lid;
-	union ibv_gid gid;
-	uint32_t qpn, psn;
-	uint64_t addr;
-	uint32_t rkey;
-};
-
 struct side {
-	struct ibv_context *ctx;
-	struct ibv_port_attr port;
-	struct ibv_pd *pd;
-	struct ibv_cq *scq, *rcq;
-	struct ibv_qp *qp;
-	uint8_t *buf;
-	struct ibv_mr *mr;
-	struct info me, peer;
+	struct rc_conn rc;
 	int ctl;
 	uint64_t recv_posted; /* receive WRs posted so far (wr_id sequence) */
 	uint32_t recv_out;    /* receive WRs posted and not completed */
@@ -318,93 +276,30 @@ struct side {
 
 static void setup(struct side *s, const char *devname)
 {
-	int n, ret;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || !n)
-		die("no device", ENODEV);
-	struct ibv_device *dev = list[0];
-	for (int i = 0; devname && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), devname))
-			dev = list[i];
-	s->ctx = ibv_open_device(dev);
-	ibv_free_device_list(list);
-	if (!s->ctx)
-		die("open", errno);
-	if ((ret = ibv_query_port(s->ctx, 1, &s->port)))
-		die("query_port", ret);
-	s->pd = ibv_alloc_pd(s->ctx);
-	s->scq = ibv_create_cq(s->ctx, 4 * SQ_DEPTH, NULL, NULL, 0);
-	s->rcq = ibv_create_cq(s->ctx, 4 * RQ_DEPTH, NULL, NULL, 0);
-	if (!s->pd || !s->scq || !s->rcq)
-		die("pd/cq", errno);
-	if (posix_memalign((void **)&s->buf, 4096, BUF_SIZE))
-		die("buffer", ENOMEM);
-	memset(s->buf, 0x5a, BUF_SIZE);
-	s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	if (!s->mr)
-		die("reg_mr", errno);
-	struct ibv_qp_init_attr qa = {.send_cq = s->scq, .recv_cq = s->rcq, .qp_type = IBV_QPT_RC,
-				      .cap = {.max_send_wr = SQ_DEPTH, .max_recv_wr = RQ_DEPTH,
-					      .max_send_sge = 1, .max_recv_sge = 1,
-					      .max_inline_data = 64}};
-	s->qp = ibv_create_qp(s->pd, &qa);
-	if (!s->qp)
-		die("create_qp", errno);
-	union ibv_gid gid;
-	ibv_query_gid(s->ctx, 1, 0, &gid);
-	s->me = (struct info){.lid = s->port.lid, .gid = gid, .qpn = s->qp->qp_num,
-			      .psn = (uint32_t)getpid() & 0xffffff, .addr = (uintptr_t)s->buf,
-			      .rkey = s->mr->rkey};
-}
-
-static void connect_qp(struct side *s)
-{
-	int ret;
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ};
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-						    IBV_QP_ACCESS_FLAGS)))
-		die("INIT", ret);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = s->peer.qpn;
-	a.rq_psn = s->peer.psn;
-	a.max_dest_rd_atomic = RD_ATOMIC;
-	a.min_rnr_timer = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = s->peer.lid;
-	if (s->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = s->peer.gid;
-		a.ah_attr.grh.hop_limit = 64;
-	}
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
-		die("RTR", ret);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = s->me.psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = RD_ATOMIC;
-	if ((ret = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-						    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-						    IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("RTS", ret);
+	struct rc_conn_attr ra = {
+	    .dev = devname,
+	    .send_cqe = 4 * SQ_DEPTH,
+	    .recv_cqe = 4 * RQ_DEPTH,
+	    .len = BUF_SIZE,
+	    .mr_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	    .qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	    .rd_atomic = RD_ATOMIC,
+	    .cap = {.max_send_wr = SQ_DEPTH,
+		    .max_recv_wr = RQ_DEPTH,
+		    .max_send_sge = 1,
+		    .max_recv_sge = 1,
+		    .max_inline_data = 64},
+	};
+	rc_conn_open(&s->rc, WHO, &ra);
 }
 
 static void post_recv(struct side *s, uint32_t size)
 {
 	uint64_t i = s->recv_posted++;
-	struct ibv_sge sge = {(uintptr_t)s->buf + (i * size) % (BUF_SIZE - size + 1) / 64 * 64,
-			      size, s->mr->lkey};
+	struct ibv_sge sge = {(uintptr_t)s->rc.buf + (i * size) % (BUF_SIZE - size + 1) / 64 * 64,
+			      size, s->rc.mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-	int ret = ibv_post_recv(s->qp, &wr, &bad);
+	int ret = ibv_post_recv(s->rc.qp, &wr, &bad);
 	if (ret)
 		die("post_recv", ret);
 	s->recv_out++;
@@ -413,13 +308,13 @@ static void post_recv(struct side *s, uint32_t size)
 static void post_send(struct side *s, enum ibv_wr_opcode op, uint64_t id, uint32_t size,
 		      uint32_t slot, unsigned flags, uint32_t imm)
 {
-	struct ibv_sge sge = {(uintptr_t)s->buf + (uint64_t)slot * size, size, s->mr->lkey};
+	struct ibv_sge sge = {(uintptr_t)s->rc.buf + (uint64_t)slot * size, size, s->rc.mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
 				 .send_flags = flags, .imm_data = htonl(imm)},
 			   *bad;
-	wr.wr.rdma.remote_addr = s->peer.addr + (uint64_t)slot * size;
-	wr.wr.rdma.rkey = s->peer.rkey;
-	int ret = ibv_post_send(s->qp, &wr, &bad);
+	wr.wr.rdma.remote_addr = s->rc.peer.addr + (uint64_t)slot * size;
+	wr.wr.rdma.rkey = s->rc.peer.rkey;
+	int ret = ibv_post_send(s->rc.qp, &wr, &bad);
 	if (ret)
 		die("post_send", ret);
 }
@@ -442,9 +337,9 @@ static int poll_ok(struct ibv_cq *cq, struct ibv_wc *wc, int n, const char *what
 static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 {
 	struct ibv_wc wc[64];
-	uint64_t t_end = now_ns() + TMO_NS, empty = 0;
+	uint64_t t_end = clock_ns(CLOCK_MONOTONIC) + TMO_NS, empty = 0;
 	for (;;) {
-		int n = poll_ok(s->rcq, wc, 64, "receive");
+		int n = poll_ok(s->rc.rcq, wc, 64, "receive");
 		for (int i = 0; i < n; i++) {
 			bool stop = (wc[i].wc_flags & IBV_WC_WITH_IMM) && ntohl(wc[i].imm_data) == 1;
 			s->recv_out--;
@@ -452,13 +347,13 @@ static void target_recv_until_stop(struct side *s, uint32_t size, bool echo)
 			if (echo) {
 				post_send(s, IBV_WR_SEND, 0, size, 0, IBV_SEND_SIGNALED, 0);
 				struct ibv_wc sw;
-				while (!poll_ok(s->scq, &sw, 1, "echo send"))
+				while (!poll_ok(s->rc.scq, &sw, 1, "echo send"))
 					;
 			}
 			if (stop)
 				return;
 		}
-		if (!n && (++empty & 4095) == 0 && now_ns() > t_end)
+		if (!n && (++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_end)
 			die("target: stop message missing", ETIMEDOUT);
 	}
 }
@@ -476,14 +371,14 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 	struct ibv_wc wc[64];
 	uint32_t nslots = BUF_SIZE / size < window ? BUF_SIZE / size : window;
 	uint64_t posted = 0, done = 0, empty = 0;
-	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 1e9), t_dead = t0 + TMO_NS, t = t0;
 	bool stopping = false;
 
 	while (!stopping || done < posted) {
 		while (!stopping && posted - done < window) {
 			bool last = false;
-			if ((posted & 15) == 0 && (t = now_ns()) >= t_stop)
+			if ((posted & 15) == 0 && (t = clock_ns(CLOCK_MONOTONIC)) >= t_stop)
 				last = stopping = true;
 			/* The stream ends on a signaled WR so 'done' catches up exactly. */
 			bool sig = last || (posted + 1) % sig_every == 0;
@@ -494,14 +389,14 @@ static struct rdma_result stream(struct side *s, enum ibv_wr_opcode op, uint32_t
 				  sig ? IBV_SEND_SIGNALED : 0, last ? 1 : 0);
 			posted++;
 		}
-		int n = poll_ok(s->scq, wc, 64, "send");
+		int n = poll_ok(s->rc.scq, wc, 64, "send");
 		for (int i = 0; i < n; i++)
 			done = wc[i].wr_id + 1; /* completions in order; covers the unsignaled */
 		/* The clock is read rarely: it is not free, and this loop is what is measured. */
-		if (!n && (++empty & 4095) == 0 && now_ns() > t_dead)
+		if (!n && (++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_dead)
 			die("initiator: completions missing", ETIMEDOUT);
 	}
-	t = now_ns() - t0;
+	t = clock_ns(CLOCK_MONOTONIC) - t0;
 	uint64_t c = proc_cpu_ns() - c0;
 	struct rdma_result r = {
 		.mibs = (double)posted * size / ((double)t / 1e9) / (1024.0 * 1024.0),
@@ -516,30 +411,30 @@ static struct rdma_result pingpong(struct side *s, uint32_t size)
 {
 	struct ibv_wc wc[4];
 	uint64_t iters = 0, empty = 0;
-	uint64_t t0 = now_ns(), c0 = proc_cpu_ns();
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = proc_cpu_ns();
 	uint64_t t_stop = t0 + (uint64_t)(seconds * 0.5e9), t_dead = t0 + TMO_NS, t;
 	bool last = false;
 
 	do {
-		t = now_ns();
+		t = clock_ns(CLOCK_MONOTONIC);
 		last = t >= t_stop;
 		post_send(s, last ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, iters, size, 0,
 			  IBV_SEND_SIGNALED | IBV_SEND_INLINE, last ? 1 : 0);
 		bool got_send = false, got_recv = false;
 		while (!got_send || !got_recv) {
-			if (!got_send && poll_ok(s->scq, wc, 1, "send"))
+			if (!got_send && poll_ok(s->rc.scq, wc, 1, "send"))
 				got_send = true;
-			if (!got_recv && poll_ok(s->rcq, wc, 1, "receive")) {
+			if (!got_recv && poll_ok(s->rc.rcq, wc, 1, "receive")) {
 				got_recv = true;
 				s->recv_out--;
 				post_recv(s, size);
 			}
-			if ((++empty & 4095) == 0 && now_ns() > t_dead)
+			if ((++empty & 4095) == 0 && clock_ns(CLOCK_MONOTONIC) > t_dead)
 				die("ping-pong: reply missing", ETIMEDOUT);
 		}
 		iters++;
 	} while (!last);
-	t = now_ns() - t0;
+	t = clock_ns(CLOCK_MONOTONIC) - t0;
 	uint64_t c = proc_cpu_ns() - c0;
 	struct rdma_result r = {
 		.msgs_per_s = (double)iters / ((double)t / 1e9),
@@ -561,9 +456,8 @@ static void target(int ctl, const char *dev, const bool *want)
 
 	struct side s = {.ctl = ctl};
 	setup(&s, dev);
-	xfer(ctl, &s.me, sizeof(s.me), true);
-	xfer(ctl, &s.peer, sizeof(s.peer), false);
-	connect_qp(&s);
+	rc_conn_exchange(&s.rc, ctl, true);
+	rc_conn_connect(&s.rc);
 	for (;;) {
 		uint64_t t = recv_u64(ctl);
 		if (t == NTESTS)
@@ -584,13 +478,8 @@ static void target(int ctl, const char *dev, const bool *want)
 		(void)recv_u64(ctl); /* initiator finished */
 		send_u64(ctl, progress_cpu_ns() - c0);
 	}
-	ibv_destroy_qp(s.qp);
-	ibv_dereg_mr(s.mr);
-	ibv_destroy_cq(s.scq);
-	ibv_destroy_cq(s.rcq);
-	ibv_dealloc_pd(s.pd);
-	ibv_close_device(s.ctx);
-	free(s.buf);
+	ibv_destroy_qp(s.rc.qp);
+	rc_conn_close(&s.rc);
 }
 
 static void row(const char *name, double v, const char *unit, double base, bool lower_better)
@@ -674,9 +563,8 @@ int main(int argc, char **argv)
 
 	struct side s = {.ctl = ctl};
 	setup(&s, dev);
-	xfer(ctl, &s.peer, sizeof(s.peer), false);
-	xfer(ctl, &s.me, sizeof(s.me), true);
-	connect_qp(&s);
+	rc_conn_exchange(&s.rc, ctl, false);
+	rc_conn_connect(&s.rc);
 	for (int i = 0; i < RQ_DEPTH; i++)
 		post_recv(&s, LAT_SIZE); /* for the ping-pong replies */
 
@@ -761,13 +649,8 @@ int main(int argc, char **argv)
 	}
 	printf("\n");
 
-	ibv_destroy_qp(s.qp);
-	ibv_dereg_mr(s.mr);
-	ibv_destroy_cq(s.scq);
-	ibv_destroy_cq(s.rcq);
-	ibv_dealloc_pd(s.pd);
-	ibv_close_device(s.ctx);
-	free(s.buf);
+	ibv_destroy_qp(s.rc.qp);
+	rc_conn_close(&s.rc);
 
 	int st;
 	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))

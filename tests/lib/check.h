@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,18 @@
 				errno, strerror(errno));                                           \
 			exit(1);                                                                   \
 		}                                                                                  \
+	} while (0)
+
+/* Every function pointer of *(obj) from member 'first' to the end is set, and there are
+ * 'count' of them: for callback tables that inline wrappers call unchecked. */
+#define CHECK_FNS_SET(obj, first, count)                                                           \
+	do {                                                                                       \
+		size_t _off = offsetof(__typeof__(*(obj)), first);                                 \
+		void (*const *_fn)(void) = (void (*const *)(void))((const char *)(obj) + _off);    \
+		size_t _nfn = (sizeof(*(obj)) - _off) / sizeof(*_fn);                              \
+		CHECK_EQ(_nfn, count);                                                             \
+		for (size_t _i = 0; _i < _nfn; _i++)                                               \
+			CHECK(_fn[_i] != NULL);                                                    \
 	} while (0)
 
 #endif

@@ -13,20 +13,9 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/comp_cntr.h"
 #include "net/config.h"
-
-static struct ibv_context *open_default(void)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
 
 static struct ibv_comp_cntr *create(struct ibv_context *ctx, enum ibv_comp_cntr_type type)
 {
@@ -344,8 +333,8 @@ static void test_app_memory(struct ibv_context *ctx)
  * report a leak otherwise). */
 static void test_close_releases(void)
 {
-	struct ibv_context *ctx = open_default();
-	struct ibv_context *ctx2 = open_default();
+	struct ibv_context *ctx = swvt_open_first_device();
+	struct ibv_context *ctx2 = swvt_open_first_device();
 	struct ibv_comp_cntr *c1 = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_comp_cntr *c2 = create(ctx2, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK(c1->context == ctx && c2->context == ctx2);
@@ -363,7 +352,7 @@ int main(void)
 	/* The embedded default device, whatever the caller's environment says. */
 	unsetenv("SWVERBS_DEVICES");
 	unsetenv("SWVERBS_CONFIG");
-	struct ibv_context *ctx = open_default();
+	struct ibv_context *ctx = swvt_open_first_device();
 	test_caps(ctx);
 	test_create_errors(ctx);
 	test_basic(ctx);

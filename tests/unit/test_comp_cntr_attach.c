@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/comp_cntr.h"
 #include "core/qp.h"
 
@@ -33,8 +34,6 @@ static const uint32_t all_bits[8] = {OP_SEND, OP_RECV, OP_RD, OP_RRD, OP_WR, OP_
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static struct ibv_port_attr port;
-static union ibv_gid gid0;
 static uint8_t *buf;
 static struct ibv_mr *mr;
 #define BUF_SIZE (1 << 20)
@@ -84,55 +83,10 @@ static struct ibv_qp *make_qp(uint32_t send_wr, uint32_t recv_wr)
 	return qp;
 }
 
-static void to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS));
-}
-
-static void to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-				.dest_qp_num = dest_qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
-				.min_rnr_timer = 1};
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = port.lid;
-	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = gid0;
-		a.ah_attr.grh.hop_limit = 64;
-	}
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
-}
-
-static void to_rts(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = 0, .timeout = 14,
-				.retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					       IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
 static void to_err(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE));
-}
-
-/* Two RC QPs of this context connected to each other. Counters are attached by
- * the caller between INIT and RTR through 'before_rtr'. */
-static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
-{
-	to_rtr(a, b->qp_num);
-	to_rtr(b, a->qp_num);
-	to_rts(a);
-	to_rts(b);
 }
 
 static void test_argument_order(void)
@@ -195,11 +149,11 @@ static void test_argument_order(void)
 	CHECK_EQ(attach(nosq, c2, OP_SEND | (1u << 8)), EINVAL);
 	/* 5 before 7: SEND | RECV with RECV owned */
 	CHECK_EQ(attach(nosq, c2, OP_SEND | OP_RECV), EOPNOTSUPP);
-	to_init(nosq);
+	swvt_pair_to_init(nosq);
 	/* 6 before 7 needs a state past INIT: see test_states. Here 5 before 6: */
 	struct ibv_qp *peer = make_qp(16, 16);
-	to_init(peer);
-	connect_pair(nosq, peer);
+	swvt_pair_to_init(peer);
+	swvt_pair_connect(nosq, peer);
 	CHECK_EQ(attach(nosq, c2, OP_SEND), EOPNOTSUPP);
 	CHECK_EQ(attach(nosq, c2, OP_WR | OP_RD | OP_AT), EOPNOTSUPP);
 	/* 6 before 7 */
@@ -230,18 +184,18 @@ static void test_states(void)
 	/* RESET */
 	CHECK_OK(attach(a, c, OP_SEND));
 	/* INIT */
-	to_init(a);
-	to_init(b);
+	swvt_pair_to_init(a);
+	swvt_pair_to_init(b);
 	CHECK_OK(attach(a, c, OP_RECV));
 	CHECK_OK(attach(b, c, OP_RWR));
 	/* RTR */
-	to_rtr(a, b->qp_num);
+	swvt_pair_to_rtr(a, b->qp_num);
 	CHECK_EQ(attach(a, c, OP_WR), EINVAL);
 	CHECK_EQ(attach(a, c, OP_SEND), EINVAL); /* state (6) before overlap (7) */
 	/* RTS */
-	to_rtr(b, a->qp_num);
-	to_rts(a);
-	to_rts(b);
+	swvt_pair_to_rtr(b, a->qp_num);
+	swvt_pair_to_rts(a, 14);
+	swvt_pair_to_rts(b, 14);
 	CHECK_EQ(attach(a, c, OP_WR), EINVAL);
 	CHECK_EQ(attach(b, c, OP_RWR), EINVAL);
 	/* ERR */
@@ -255,7 +209,7 @@ static void test_states(void)
 
 	/* ERR straight from INIT (RESET -> ERR is not a valid transition) */
 	struct ibv_qp *e = make_qp(16, 16);
-	to_init(e);
+	swvt_pair_to_init(e);
 	to_err(e);
 	CHECK_EQ(attach(e, c, OP_SEND), EINVAL);
 
@@ -295,7 +249,7 @@ static void test_overlap_and_sharing(void)
 	for (int i = 0; i < NQ; i++) {
 		q[i] = make_qp(16, 16);
 		if (i & 1)
-			to_init(q[i]);
+			swvt_pair_to_init(q[i]);
 		CHECK_OK(attach(q[i], m, OP_SEND | OP_RWR));
 		if (i == 3) /* twice on one QP, disjoint bits */
 			CHECK_OK(attach(q[i], m, OP_RECV));
@@ -497,8 +451,8 @@ static void test_loopback_counting(void)
 			     *rwr = create(IBV_COMP_CNTR_TYPE_WRS), *rrd = create(IBV_COMP_CNTR_TYPE_WRS),
 			     *rat = create(IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_OK(attach(a, send, OP_SEND));
-	to_init(a);
-	to_init(b);
+	swvt_pair_to_init(a);
+	swvt_pair_to_init(b);
 	CHECK_OK(attach(a, wr, OP_WR));
 	CHECK_OK(attach(a, rd_, OP_RD));
 	CHECK_OK(attach(a, at, OP_AT));
@@ -506,7 +460,7 @@ static void test_loopback_counting(void)
 	CHECK_OK(attach(b, rwr, OP_RWR));
 	CHECK_OK(attach(b, rrd, OP_RRD));
 	CHECK_OK(attach(b, rat, OP_RAT));
-	connect_pair(a, b);
+	swvt_pair_connect(a, b);
 
 	enum { N = 20 };
 	/* SENDs, half unsignaled: sizes 100..119 bytes */
@@ -573,26 +527,15 @@ static void test_loopback_counting(void)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
-	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid0));
+	ctx = swvt_open_first_device();
 	pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
 	cq = ibv_create_cq(ctx, 4096, NULL, NULL, 0);
 	CHECK_PTR(cq);
-	buf = aligned_alloc(4096, BUF_SIZE);
-	CHECK_PTR(buf);
-	memset(buf, 0, BUF_SIZE);
-	mr = ibv_reg_mr(pd, buf, BUF_SIZE,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				IBV_ACCESS_REMOTE_ATOMIC);
-	CHECK_PTR(mr);
+	mr = swvt_reg_buf(pd, BUF_SIZE,
+			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	buf = mr->addr;
 
 	test_argument_order();
 	test_states();
@@ -600,11 +543,10 @@ int main(void)
 	test_type_matrix();
 	test_loopback_counting();
 
-	CHECK_OK(ibv_dereg_mr(mr));
+	swvt_dereg_buf(mr);
 	CHECK_OK(ibv_destroy_cq(cq));
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
-	free(buf);
 	printf("test_comp_cntr_attach: ok\n");
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/comp_cntr.h"
 
 static struct ibv_context *ctx;
@@ -560,13 +561,7 @@ static void test_shared_mapping(void)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
+	ctx = swvt_open_first_device();
 
 	test_wait_args();
 	test_wait_timeout();

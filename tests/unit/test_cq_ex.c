@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/cq.h"
 
 #define TMO_MS 10000
@@ -24,7 +25,6 @@
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_port_attr port;
-static union ibv_gid gid0;
 static uint8_t *buf;
 static struct ibv_mr *mr;
 
@@ -50,41 +50,6 @@ static struct ibv_qp *make_qp(struct ibv_cq *cq)
 	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
 	CHECK_PTR(qp);
 	return qp;
-}
-
-static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
-{
-	struct ibv_qp *q[2] = {a, b};
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-					 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-							    IBV_ACCESS_REMOTE_WRITE};
-		CHECK_OK(ibv_modify_qp(q[i], &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-							  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
-	}
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-					 .dest_qp_num = q[1 - i]->qp_num, .max_dest_rd_atomic = 1,
-					 .min_rnr_timer = 1};
-		at.ah_attr.port_num = 1;
-		at.ah_attr.dlid = port.lid;
-		if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-			at.ah_attr.is_global = 1;
-			at.ah_attr.grh.dgid = gid0;
-			at.ah_attr.grh.hop_limit = 64;
-		}
-		CHECK_OK(ibv_modify_qp(q[i], &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-							  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-							  IBV_QP_MAX_DEST_RD_ATOMIC |
-							  IBV_QP_MIN_RNR_TIMER));
-	}
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-					 .rnr_retry = 7, .max_rd_atomic = 1};
-		CHECK_OK(ibv_modify_qp(q[i], &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-							  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-							  IBV_QP_MAX_QP_RD_ATOMIC));
-	}
 }
 
 static void post_recv(struct ibv_qp *qp, uint64_t wr_id)
@@ -118,11 +83,7 @@ static void test_create_rules(void)
 	struct ibv_cq_ex *c = ibv_create_cq_ex(ctx, &a);
 	CHECK_PTR(c);
 	/* The inlines call every callback unchecked. */
-	void (*const *fn)(void) = (void (*const *)(void))&c->start_poll;
-	size_t n = (sizeof(*c) - offsetof(struct ibv_cq_ex, start_poll)) / sizeof(*fn);
-	CHECK_EQ(n, 18);
-	for (size_t i = 0; i < n; i++)
-		CHECK(fn[i] != NULL);
+	CHECK_FNS_SET(c, start_poll, 18);
 	struct ibv_poll_cq_attr pa = {0};
 	CHECK_EQ(ibv_start_poll(c, &pa), ENOENT);
 	pa.comp_mask = 1;
@@ -199,7 +160,9 @@ static void test_poll(void)
 	CHECK_PTR(c);
 	struct ibv_cq *cq = ibv_cq_ex_to_cq(c);
 	struct ibv_qp *qa = make_qp(cq), *qb = make_qp(cq);
-	connect_pair(qa, qb);
+	swvt_pair_to_init(qa);
+	swvt_pair_to_init(qb);
+	swvt_pair_connect(qa, qb);
 
 	/* One SEND_WITH_IMM: 2 completions (send on qa, receive on qb). */
 	uint64_t t0 = mono_ns(), w0 = real_ns();
@@ -326,16 +289,16 @@ static void test_reset_cleans(void)
 	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
 	CHECK_PTR(cq);
 	struct ibv_qp *q1 = make_qp(cq), *q2 = make_qp(cq), *q3 = make_qp(cq);
-	connect_pair(q1, q2); /* q3 stays in INIT */
-	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-	CHECK_OK(ibv_modify_qp(q3, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					      IBV_QP_ACCESS_FLAGS));
+	swvt_pair_to_init(q1);
+	swvt_pair_to_init(q2);
+	swvt_pair_to_init(q3);
+	swvt_pair_connect(q1, q2); /* q3 stays in INIT */
 	/* Interleave flush CQEs of q1 and q3 (receives flushed by ERR). */
 	post_recv(q1, 1);
 	post_recv(q3, 2);
 	post_recv(q1, 3);
 	post_recv(q3, 4);
-	at.qp_state = IBV_QPS_ERR;
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
 	CHECK_OK(ibv_modify_qp(q3, &at, IBV_QP_STATE)); /* 2, 4 */
 	CHECK_OK(ibv_modify_qp(q1, &at, IBV_QP_STATE)); /* 1, 3 */
 	post_recv(q3, 5);                               /* flushed at once */
@@ -362,31 +325,20 @@ static void test_reset_cleans(void)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
+	ctx = swvt_open_first_device();
 	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid0));
 	pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
-	buf = aligned_alloc(4096, 1 << 17);
-	CHECK_PTR(buf);
-	memset(buf, 0, 1 << 17);
-	mr = ibv_reg_mr(pd, buf, 1 << 17, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	CHECK_PTR(mr);
+	mr = swvt_reg_buf(pd, 1 << 17, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	buf = mr->addr;
 
 	test_create_rules();
 	test_poll();
 	test_reset_cleans();
 
-	CHECK_OK(ibv_dereg_mr(mr));
+	swvt_dereg_buf(mr);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
-	free(buf);
 	printf("ok\n");
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/qp.h"
 
 #define BUF_SIZE (1 << 20)
@@ -27,8 +28,6 @@
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static struct ibv_port_attr port;
-static union ibv_gid gid0;
 static uint8_t *abuf, *bbuf; /* requester's and responder's memory */
 static struct ibv_mr *amr, *bmr;
 
@@ -88,52 +87,6 @@ static struct ibv_qp *make_qp(uint64_t ops, uint32_t send_wr, uint32_t sge, uint
 	return qp;
 }
 
-static void to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS));
-}
-
-static void to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-				.dest_qp_num = dest_qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
-				.min_rnr_timer = 1};
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = port.lid;
-	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = gid0;
-		a.ah_attr.grh.hop_limit = 64;
-	}
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
-}
-
-/* timeout 0: no local ACK timer, so WRs to a silent peer stay outstanding. */
-static void to_rts(struct ibv_qp *qp, uint8_t timeout)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = 0, .timeout = timeout,
-				.retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4};
-	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					       IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
-static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
-{
-	to_init(a);
-	to_init(b);
-	to_rtr(a, b->qp_num);
-	to_rtr(b, a->qp_num);
-	to_rts(a, 14);
-	to_rts(b, 14);
-}
-
 static void post_recv(struct ibv_qp *qp, uint64_t wr_id, uint8_t *p, uint32_t len)
 {
 	struct ibv_sge s = {(uintptr_t)p, len, bmr->lkey};
@@ -156,6 +109,17 @@ static uint32_t sq_used(struct ibv_qp *qp)
 	return n;
 }
 
+/* One signaled SEND of abuf[0, len), alone in its batch. */
+static void send_one(struct ibv_qp_ex *x, uint64_t wr_id, uint32_t len)
+{
+	ibv_wr_start(x);
+	x->wr_id = wr_id;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, len);
+	CHECK_OK(ibv_wr_complete(x));
+}
+
 /* ---- every op, every setter ---- */
 
 static void test_ops(struct ibv_qp *a, struct ibv_qp *b)
@@ -166,12 +130,7 @@ static void test_ops(struct ibv_qp *a, struct ibv_qp *b)
 	/* SEND from one SGE. */
 	fill(abuf, 3000, 1);
 	post_recv(b, 100, bbuf, 4096);
-	ibv_wr_start(x);
-	x->wr_id = 1;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 3000);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 1, 3000);
 	poll_n(wc, 2);
 	struct ibv_wc *s = find(wc, 2, 1), *r = find(wc, 2, 100);
 	CHECK_EQ(s->status, IBV_WC_SUCCESS);
@@ -367,6 +326,14 @@ static void test_batch(struct ibv_qp *a, struct ibv_qp *b)
 	printf("batch: 5 mixed WRs, wr_id/wr_flags per op, unsignaled skipped ok\n");
 }
 
+/* What expect_nothing_posted looks at: 0xee over bbuf[50000, 50064), where the batches
+ * under test write, and a receive (wr_id 250) on b. */
+static void arm_nothing_posted(struct ibv_qp *b)
+{
+	memset(bbuf + 50000, 0xee, 64);
+	post_recv(b, 250, bbuf + 60000, 4096);
+}
+
 /* A batch that fails in wr_complete posts nothing: no CQE, no remote change, the
  * posted receive is still there for the next good SEND. */
 static void expect_nothing_posted(struct ibv_qp *a, struct ibv_qp *b)
@@ -378,12 +345,7 @@ static void expect_nothing_posted(struct ibv_qp *a, struct ibv_qp *b)
 		CHECK_EQ(bbuf[50000 + i], 0xee);
 	/* The receive posted before the bad batch is consumed by this SEND. */
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	ibv_wr_start(x);
-	x->wr_id = 300;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 8);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 300, 8);
 	poll_n(wc, 2);
 	CHECK_EQ(find(wc, 2, 250)->status, IBV_WC_SUCCESS);
 	CHECK_EQ(find(wc, 2, 300)->status, IBV_WC_SUCCESS);
@@ -396,9 +358,8 @@ static void bad_batch(struct ibv_qp *a, struct ibv_qp *b, void (*bad)(struct ibv
 		      int want, const char *what)
 {
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	memset(bbuf + 50000, 0xee, 64);
+	arm_nothing_posted(b);
 	fill(abuf, 64, 33);
-	post_recv(b, 250, bbuf + 60000, 4096);
 	ibv_wr_start(x);
 	x->wr_id = 240;
 	x->wr_flags = IBV_SEND_SIGNALED;
@@ -526,8 +487,7 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 	/* wr_abort drops the batch; without wr_start, complete is EINVAL and abort is
 	 * harmless. */
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a);
-	memset(bbuf + 50000, 0xee, 64);
-	post_recv(b, 250, bbuf + 60000, 4096);
+	arm_nothing_posted(b);
 	ibv_wr_start(x);
 	x->wr_id = 260;
 	ibv_wr_rdma_write(x, bmr->rkey, (uintptr_t)bbuf + 50000);
@@ -539,8 +499,7 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 
 	/* wr_start again before completing (a misuse): the open batch is dropped, the
 	 * thread does not hang on its own builder lock. */
-	memset(bbuf + 50000, 0xee, 64);
-	post_recv(b, 250, bbuf + 60000, 4096);
+	arm_nothing_posted(b);
 	ibv_wr_start(x);
 	ibv_wr_rdma_write(x, bmr->rkey, (uintptr_t)bbuf + 50000);
 	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 64);
@@ -557,7 +516,9 @@ static void test_ops_mask(void)
 {
 	struct ibv_qp *s = make_qp(IBV_QP_EX_WITH_SEND, 8, 1, 0);
 	struct ibv_qp *t = make_qp(ALL_RC_OPS, 8, 1, 0);
-	connect_pair(s, t);
+	swvt_pair_to_init(s);
+	swvt_pair_to_init(t);
+	swvt_pair_connect(s, t);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(s);
 	struct ibv_wc wc[2];
 	memset(bbuf + 50000, 0xee, 64);
@@ -579,17 +540,25 @@ static void test_ops_mask(void)
 	struct ibv_sge sg = {(uintptr_t)bbuf, 64, bmr->lkey};
 	struct ibv_recv_wr rw = {.wr_id = 400, .sg_list = &sg, .num_sge = 1}, *badr;
 	CHECK_OK(ibv_post_recv(t, &rw, &badr));
-	ibv_wr_start(x);
-	x->wr_id = 401;
-	x->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_send(x);
-	ibv_wr_set_sge(x, amr->lkey, (uintptr_t)abuf, 8);
-	CHECK_OK(ibv_wr_complete(x));
+	send_one(x, 401, 8);
 	poll_n(wc, 2);
 	CHECK_EQ(find(wc, 2, 401)->status, IBV_WC_SUCCESS);
 	CHECK_OK(ibv_destroy_qp(s));
 	CHECK_OK(ibv_destroy_qp(t));
 	printf("send_ops_flags: ops not requested are EINVAL, nothing posted\n");
+}
+
+/* Stage n signaled SENDs, wr_id first_id, first_id + 1, ..., as one batch; returns what
+ * wr_complete says. */
+static int send_batch(struct ibv_qp_ex *x, int n, uint64_t first_id)
+{
+	ibv_wr_start(x);
+	for (int i = 0; i < n; i++) {
+		x->wr_id = first_id + (uint64_t)i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(x);
+	}
+	return ibv_wr_complete(x);
 }
 
 /* The send queue's room is checked for the whole batch; longer than max_send_wr is
@@ -601,45 +570,25 @@ static void test_room_and_states(void)
 	 * no ACK timer), so the send queue fills. */
 	struct ibv_qp *d = make_qp(ALL_RC_OPS, 8, 1, 0);
 	struct ibv_qp *e = make_qp(ALL_RC_OPS, 8, 1, 0);
-	to_init(d);
-	to_init(e);
+	swvt_pair_to_init(d);
+	swvt_pair_to_init(e);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(d);
 
 	/* INIT: nothing can be posted (EINVAL, as ibv_post_send). */
-	ibv_wr_start(x);
-	ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), EINVAL);
-	to_rtr(d, e->qp_num);
-	to_rts(d, 0);
+	CHECK_EQ(send_batch(x, 1, 0), EINVAL);
+	swvt_pair_to_rtr(d, e->qp_num);
+	swvt_pair_to_rts(d, 0);
 
 	/* Longer than the queue can ever hold: refused while staging. */
-	ibv_wr_start(x);
-	for (int i = 0; i < 9; i++)
-		ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), ENOMEM);
+	CHECK_EQ(send_batch(x, 9, 0), ENOMEM);
 	CHECK_EQ(sq_used(d), 0);
 
-	ibv_wr_start(x);
-	for (int i = 0; i < 6; i++) {
-		x->wr_id = 500 + (uint64_t)i;
-		x->wr_flags = IBV_SEND_SIGNALED;
-		ibv_wr_send(x);
-	}
-	CHECK_OK(ibv_wr_complete(x));
+	CHECK_OK(send_batch(x, 6, 500));
 	CHECK_EQ(sq_used(d), 6);
 	/* Room for 2: a batch of 3 posts nothing, a batch of 2 fits. */
-	ibv_wr_start(x);
-	for (int i = 0; i < 3; i++)
-		ibv_wr_send(x);
-	CHECK_EQ(ibv_wr_complete(x), ENOMEM);
+	CHECK_EQ(send_batch(x, 3, 0), ENOMEM);
 	CHECK_EQ(sq_used(d), 6);
-	ibv_wr_start(x);
-	for (int i = 0; i < 2; i++) {
-		x->wr_id = 506 + (uint64_t)i;
-		x->wr_flags = IBV_SEND_SIGNALED;
-		ibv_wr_send(x);
-	}
-	CHECK_OK(ibv_wr_complete(x));
+	CHECK_OK(send_batch(x, 2, 506));
 	CHECK_EQ(sq_used(d), 8);
 	expect_empty(50);
 
@@ -673,11 +622,7 @@ static void test_create(void)
 	struct ibv_qp *q = make_qp(IBV_QP_EX_WITH_SEND, 4, 1, 0);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(q);
 	CHECK(x == (struct ibv_qp_ex *)q);
-	void (*const *fn)(void) = (void (*const *)(void))&x->wr_atomic_cmp_swp;
-	size_t n = (sizeof(*x) - offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)) / sizeof(*fn);
-	CHECK_EQ(n, 22);
-	for (size_t i = 0; i < n; i++)
-		CHECK(fn[i] != NULL);
+	CHECK_FNS_SET(x, wr_atomic_cmp_swp, 22);
 	CHECK(to_swv_qp(q)->verbs_comp_mask & 2u);
 	CHECK_OK(ibv_destroy_qp(q));
 
@@ -714,34 +659,24 @@ static void test_create(void)
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	CHECK_PTR(list);
-	CHECK(n >= 1);
-	ctx = ibv_open_device(list[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(list);
-	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid0));
+	ctx = swvt_open_first_device();
 	pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
 	cq = ibv_create_cq(ctx, 1024, NULL, NULL, 0);
 	CHECK_PTR(cq);
-	abuf = aligned_alloc(4096, BUF_SIZE);
-	bbuf = aligned_alloc(4096, BUF_SIZE);
-	CHECK(abuf && bbuf);
-	memset(abuf, 0, BUF_SIZE);
-	memset(bbuf, 0, BUF_SIZE);
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		  IBV_ACCESS_REMOTE_ATOMIC;
-	amr = ibv_reg_mr(pd, abuf, BUF_SIZE, acc);
-	bmr = ibv_reg_mr(pd, bbuf, BUF_SIZE, acc);
-	CHECK(amr && bmr);
+	amr = swvt_reg_buf(pd, BUF_SIZE, acc);
+	bmr = swvt_reg_buf(pd, BUF_SIZE, acc);
+	abuf = amr->addr;
+	bbuf = bmr->addr;
 
 	test_create();
 	struct ibv_qp *a = make_qp(ALL_RC_OPS, 16, 4, 64);
 	struct ibv_qp *b = make_qp(ALL_RC_OPS, 16, 4, 64);
-	connect_pair(a, b);
+	swvt_pair_to_init(a);
+	swvt_pair_to_init(b);
+	swvt_pair_connect(a, b);
 	test_ops(a, b);
 	test_batch(a, b);
 	test_atomicity(a, b);
@@ -750,13 +685,11 @@ int main(void)
 
 	CHECK_OK(ibv_destroy_qp(a));
 	CHECK_OK(ibv_destroy_qp(b));
-	CHECK_OK(ibv_dereg_mr(amr));
-	CHECK_OK(ibv_dereg_mr(bmr));
+	swvt_dereg_buf(amr);
+	swvt_dereg_buf(bmr);
 	CHECK_OK(ibv_destroy_cq(cq));
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
-	free(abuf);
-	free(bbuf);
 	printf("ok\n");
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/qp.h"
 #include "transport/responder.h"
 
@@ -545,13 +546,7 @@ int main(void)
 	/* A device whose port MTU is 2048, so a 4096 path MTU must be refused. */
 	setenv("SWVERBS_DEVICES", "swq0=127.0.0.1/8,mtu=2048", 1);
 	struct env e = {0};
-	int n;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK_PTR(l);
-	CHECK(n >= 1);
-	e.ctx = ibv_open_device(l[0]);
-	CHECK_PTR(e.ctx);
-	ibv_free_device_list(l);
+	e.ctx = swvt_open_first_device();
 	CHECK_OK(ibv_query_port(e.ctx, 1, &e.port));
 	CHECK_EQ(e.port.active_mtu, IBV_MTU_2048);
 	e.pd = ibv_alloc_pd(e.ctx);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/srq.h"
 
 #define CHECK_NULL_ERRNO(expr, err)                                                                \
@@ -29,18 +30,6 @@ struct env {
 	uint8_t *buf;
 	struct ibv_mr *mr;
 };
-
-static struct ibv_context *open_first(void)
-{
-	int n = 0;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK_PTR(l);
-	CHECK(n > 0);
-	struct ibv_context *c = ibv_open_device(l[0]);
-	CHECK_PTR(c);
-	ibv_free_device_list(l);
-	return c;
-}
 
 static struct ibv_srq *mk_srq(struct env *e, uint32_t max_wr, uint32_t max_sge)
 {
@@ -359,8 +348,8 @@ int main(void)
 {
 	struct env e;
 	memset(&e, 0, sizeof(e));
-	e.ctx = open_first();
-	e.ctx2 = open_first();
+	e.ctx = swvt_open_first_device();
+	e.ctx2 = swvt_open_first_device();
 	e.pd = ibv_alloc_pd(e.ctx);
 	e.pd2 = ibv_alloc_pd(e.ctx2);
 	CHECK(e.pd && e.pd2);

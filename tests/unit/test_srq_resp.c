@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/async.h"
 #include "core/context.h"
 #include "core/qp.h"
@@ -240,12 +241,7 @@ static void destroy_waits_for_ack(int (*fn)(void *), void *obj, struct ibv_async
 
 int main(void)
 {
-	int n = 0;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK(l && n > 0);
-	ctx = ibv_open_device(l[0]);
-	CHECK_PTR(ctx);
-	ibv_free_device_list(l);
+	ctx = swvt_open_first_device();
 	struct ibv_port_attr pa;
 	CHECK_OK(ibv_query_port(ctx, 1, &pa));
 	lid = pa.lid;

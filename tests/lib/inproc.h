@@ -1,0 +1,33 @@
+/*
+ * In-process setup for unit tests, the one-process counterpart of harness.h: the first
+ * device, a zeroed registered buffer, and RC QPs of one context connected to each other
+ * through the port's own address (LID, or GID on an Ethernet link layer port), for real
+ * traffic without a second process. Public verbs API only; any failure fails the test.
+ */
+#ifndef SWV_TEST_INPROC_H
+#define SWV_TEST_INPROC_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The first device of ibv_get_device_list, opened. */
+struct ibv_context *swvt_open_first_device(void);
+
+/* A page-aligned, zeroed buffer of len bytes registered with access; mr->addr is the
+ * buffer. swvt_dereg_buf deregisters and frees it. */
+struct ibv_mr *swvt_reg_buf(struct ibv_pd *pd, size_t len, int access);
+void swvt_dereg_buf(struct ibv_mr *mr);
+
+/* RESET -> INIT: port 1, local write and every remote access. */
+void swvt_pair_to_init(struct ibv_qp *qp);
+/* INIT -> RTR towards dest_qpn on this context: path MTU 1024, RQ PSN 0, 4 incoming
+ * READs/atomics, RNR timer 1. */
+void swvt_pair_to_rtr(struct ibv_qp *qp, uint32_t dest_qpn);
+/* RTR -> RTS: SQ PSN 0, retry and RNR retry 7, 4 outgoing READs/atomics; timeout 0
+ * means no ACK timer, so WRs to a silent peer stay outstanding. */
+void swvt_pair_to_rts(struct ibv_qp *qp, uint8_t timeout);
+/* a and b, both in INIT, to RTS addressed to each other (timeout 14). */
+void swvt_pair_connect(struct ibv_qp *a, struct ibv_qp *b);
+
+#endif
