@@ -196,6 +196,13 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
+	if (qp->type == IBV_QPT_UC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: flow control: %llu waits for credit, %llu probes, %llu credits "
+			"granted",
+			qp->qpn, (unsigned long long)qp->req.fc.n_blocked,
+			(unsigned long long)qp->req.fc.n_probes,
+			(unsigned long long)qp->resp.fc.n_credits);
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);
