@@ -142,12 +142,17 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	rc = swv_progress_start(ctx);
 	if (rc)
 		goto err_progress;
+	/* Under qp_lock: the progress thread runs already (the netdev watch can wake it
+	 * at once) and its timer scan reads ports[] and nports under that lock. */
+	pthread_mutex_lock(&ctx->qp_lock);
 	ctx->ports[0] = port_open(ctx);
-	if (!ctx->ports[0]) {
+	if (ctx->ports[0])
+		ctx->nports = 1;
+	else
 		rc = errno;
+	pthread_mutex_unlock(&ctx->qp_lock);
+	if (!ctx->ports[0])
 		goto err_port;
-	}
-	ctx->nports = 1;
 	ctx->fault = ctx->ports[0]->fault;
 	/* Programs treat cmd_fd as an open descriptor (pyverbs' test_shared_pd dup()s
 	 * it before ibv_import_device): give them one that carries no commands, so that
