@@ -139,6 +139,9 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	rc = swv_mr_table_init(&ctx->mrs);
 	if (rc)
 		goto err_mr;
+	/* Port state follows the interface (net/netdev.h); best effort, never fails.
+	 * Opened before the progress thread, which watches its socket. */
+	swv_netdev_open(&ctx->netdev, ctx->cfg->addr);
 	rc = swv_progress_start(ctx);
 	if (rc)
 		goto err_progress;
@@ -164,6 +167,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 err_port:
 	swv_progress_stop(ctx);
 err_progress:
+	swv_netdev_close(&ctx->netdev);
 	swv_mr_table_destroy(&ctx->mrs);
 err_mr:
 	swv_async_fini(&ctx->async);
@@ -180,6 +184,7 @@ void swv_ctx_close(struct swv_context *ctx)
 {
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
+	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
 	swv_comp_cntr_release_all(ctx);
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
