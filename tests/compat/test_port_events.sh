@@ -5,7 +5,8 @@
 #   1. takes that end down and up        -> PORT_ERR, PORT_ACTIVE
 #   2. takes the peer end down and up    -> PORT_ERR, PORT_ACTIVE (carrier lost / back)
 # and ibv_devinfo, a second process, reads the port as it is at each step: ACTIVE /
-# LINK_UP while the link is up, DOWN with phys_state POLLING while it has no carrier.
+# LINK_UP while the link is up, DOWN with phys_state DISABLED while it is down, and
+# POLLING while it is up without carrier.
 # asyncwatch must print exactly those four event lines, in that order, for port 1.
 . "$(dirname "$0")/lib.sh"
 need ibv_asyncwatch ibverbs-utils
@@ -58,8 +59,7 @@ ACT='^ +event_type IBV_EVENT_PORT_ACTIVE \(9\), port 1$'
 
 ip -n $N link set vpa down || fail "vpa down"
 wait_for 1 "$ERR" "no PORT_ERR after the link went down"
-# While vpa is down its address is on no interface that is up, so a new process cannot
-# load the device at all (docs/configuration.md); the carrier case below reads DOWN.
+port PORT_DOWN DISABLED
 ip -n $N link set vpa up || fail "vpa up"
 wait_for 1 "$ACT" "no PORT_ACTIVE after the link came back"
 port PORT_ACTIVE LINK_UP

@@ -3,7 +3,8 @@
  * context gets IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE for port 1, in order and
  * once per change, and that ibv_query_port reads DOWN/Disabled, then ACTIVE/LinkUp.
  * Two devices: 127.0.0.1 (the address lo holds) and 127.0.0.2 (covered by lo's
- * subnet only). Needs CAP_SYS_ADMIN for the namespace: skips (77) without it. */
+ * subnet only), configured while lo is down: they exist, their ports read DOWN.
+ * Needs CAP_SYS_ADMIN for the namespace: skips (77) without it. */
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <net/if.h>
@@ -82,8 +83,11 @@ int main(void)
 		       strerror(errno));
 		return 77;
 	}
-	/* A new namespace's lo is down; the configuration wants its addresses up. */
+	/* A new namespace's lo is down without addresses; up once gives it 127.0.0.1/8,
+	 * which it keeps when it goes down again. The devices are configured and opened
+	 * while lo is down. */
 	set_lo(true);
+	set_lo(false);
 	unsetenv("SWVERBS_CONFIG");
 	setenv("SWVERBS_DEVICES", "swt0=127.0.0.1/8;swt1=127.0.0.2/8,roce", 1);
 	int n;
@@ -91,11 +95,17 @@ int main(void)
 	CHECK_PTR(l);
 	CHECK_EQ(n, 2);
 
-	/* ctx[0], ctx[1] on swt0, ctx[2] on swt1; all open while lo is up. */
+	/* ctx[0], ctx[1] on swt0, ctx[2] on swt1. */
 	struct ibv_context *ctx[NCTX + 1];
 	for (int i = 0; i < NCTX; i++) {
 		ctx[i] = ibv_open_device(l[i == NCTX - 1 ? 1 : 0]);
 		CHECK_PTR(ctx[i]);
+		check_port(ctx[i], false);
+		no_event(ctx[i]);
+	}
+	set_lo(true);
+	for (int i = 0; i < NCTX; i++) {
+		CHECK_EQ(next_event(ctx[i]), IBV_EVENT_PORT_ACTIVE);
 		check_port(ctx[i], true);
 		no_event(ctx[i]);
 	}
