@@ -1,8 +1,9 @@
 /*
  * Device, port, GID and P_Key queries. Values are derived from the device's
- * configuration only, so they are stable for the life of the process and consistent
+ * configuration, so they are stable for the life of the process and consistent
  * with each other (GUID embeds the IP, LID = host part, GID[0] = fe80::GUID or
- * ::ffff:IP).
+ * ::ffff:IP) -- except the port's state, which follows the network interface that
+ * carries the device's address (net/netdev.h).
  */
 #include <endian.h>
 #include <errno.h>
@@ -101,13 +102,29 @@ static enum ibv_mtu mtu_enum(uint32_t bytes)
 	return IBV_MTU_256;
 }
 
+/* IB PortPhysicalState values (IBTA 14.2.5.6, ibv_port_attr.phys_state). */
+enum {
+	PHYS_POLLING = 2,
+	PHYS_DISABLED = 3,
+	PHYS_LINK_UP = 5,
+};
+
 static void fill_port_attr(const struct swv_context *ctx, struct ibv_port_attr *a)
 {
 	const struct swv_dev_config *cfg = ctx->cfg;
 	bool ib = cfg->link == SWV_LINK_IB;
+	uint32_t nd = swv_netdev_flags(&ctx->netdev);
 
 	memset(a, 0, sizeof(*a));
-	a->state = IBV_PORT_ACTIVE;
+	/* As rxe: ACTIVE/LinkUp while the interface is up with carrier; DOWN otherwise,
+	 * Polling if it is up but has no carrier, Disabled if it is down. */
+	if (swv_netdev_flags_active(nd)) {
+		a->state = IBV_PORT_ACTIVE;
+		a->phys_state = PHYS_LINK_UP;
+	} else {
+		a->state = IBV_PORT_DOWN;
+		a->phys_state = (nd & SWV_NETDEV_UP) ? PHYS_POLLING : PHYS_DISABLED;
+	}
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = mtu_enum(cfg->mtu_bytes);
 	a->gid_tbl_len = SWV_GID_TBL_LEN;
@@ -123,7 +140,6 @@ static void fill_port_attr(const struct swv_context *ctx, struct ibv_port_attr *
 	a->subnet_timeout = ib ? 18 : 0;
 	a->active_width = 2; /* 4X */
 	a->active_speed = 4; /* QDR: 4X QDR = 40 Gb/s, a plausible figure for a software link */
-	a->phys_state = 5;   /* LinkUp */
 	a->link_layer = ib ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
 }
 

@@ -139,15 +139,23 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	rc = swv_mr_table_init(&ctx->mrs);
 	if (rc)
 		goto err_mr;
+	/* Port state follows the interface (net/netdev.h); best effort, never fails.
+	 * Opened before the progress thread, which watches its socket. */
+	swv_netdev_open(&ctx->netdev, ctx->cfg->addr);
 	rc = swv_progress_start(ctx);
 	if (rc)
 		goto err_progress;
+	/* Under qp_lock: the progress thread runs already (the netdev watch can wake it
+	 * at once) and its timer scan reads ports[] and nports under that lock. */
+	pthread_mutex_lock(&ctx->qp_lock);
 	ctx->ports[0] = port_open(ctx);
-	if (!ctx->ports[0]) {
+	if (ctx->ports[0])
+		ctx->nports = 1;
+	else
 		rc = errno;
+	pthread_mutex_unlock(&ctx->qp_lock);
+	if (!ctx->ports[0])
 		goto err_port;
-	}
-	ctx->nports = 1;
 	ctx->fault = ctx->ports[0]->fault;
 	/* Programs treat cmd_fd as an open descriptor (pyverbs' test_shared_pd dup()s
 	 * it before ibv_import_device): give them one that carries no commands, so that
@@ -159,6 +167,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 err_port:
 	swv_progress_stop(ctx);
 err_progress:
+	swv_netdev_close(&ctx->netdev);
 	swv_mr_table_destroy(&ctx->mrs);
 err_mr:
 	swv_async_fini(&ctx->async);
@@ -175,6 +184,7 @@ void swv_ctx_close(struct swv_context *ctx)
 {
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
+	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
 	swv_comp_cntr_release_all(ctx);
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);

@@ -1,7 +1,8 @@
 /*
  * Device context (ibv_open_device). Owner: core.
  * Owns the UDP endpoints, the QP-number table, the MR table, the progress thread,
- * the async event queue and the completion counters created on it.
+ * the async event queue, the netdev watch (port state) and the completion counters
+ * created on it.
  */
 #ifndef SWV_CORE_CONTEXT_H
 #define SWV_CORE_CONTEXT_H
@@ -16,6 +17,7 @@
 #include "core/mr.h"
 #include "net/addr.h"
 #include "net/endpoint.h"
+#include "net/netdev.h"
 #include "progress/progress.h"
 #include "util/list.h"
 
@@ -53,6 +55,9 @@ struct swv_context {
 
 	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
 	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */
+	/* The port's state: the interface that carries cfg->addr, watched by the
+	 * progress thread, read by ibv_query_port (rules in net/netdev.h). */
+	struct swv_netdev netdev;
 
 	pthread_mutex_t cntr_lock; /* protects cntr_list, ncntrs, next_cntr_handle */
 	struct swv_list cntr_list;
@@ -69,8 +74,8 @@ static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
 }
 
 /* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Open
- * returns NULL + errno. Close stops the progress thread first, then releases counters,
- * sockets, leftover MRs and the async event queue. */
+ * returns NULL + errno. Close stops the progress thread first, then releases the
+ * netdev watch, counters, sockets, leftover MRs and the async event queue. */
 struct swv_context *swv_ctx_open(struct swv_device *dev);
 void swv_ctx_close(struct swv_context *ctx);
 

@@ -115,27 +115,36 @@ int swv_local_if_of_ip(struct in_addr ip, char *ifname, uint8_t *prefix_len, uin
 {
 	struct ifaddrs *ifs, *i, *found = NULL;
 	uint32_t want = ntohl(ip.s_addr);
+	int best = 0;
 
 	if (getifaddrs(&ifs))
 		return errno ? errno : EIO;
-	for (i = ifs; i && !found; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP))
+	/* An interface that holds ip beats a loopback subnet that covers it, and within
+	 * each an interface that is up beats one that is down. A down interface still
+	 * counts: its addresses stay assigned, and the device's port reads DOWN until it
+	 * comes up (net/netdev.h), as an rxe port over a down netdev does. */
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
 			continue;
 		uint32_t have = ntohl(((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-		if (have == want)
+		int score = 0;
+		if (have == want) {
+			score = 3;
+		} else if (i->ifa_netmask && (i->ifa_flags & IFF_LOOPBACK)) {
+			/* Every address of a loopback subnet is local (the kernel routes
+			 * all of 127/8 to lo), which lets one host run several devices
+			 * with distinct LIDs. */
+			uint32_t mask = ntohl(
+				((const struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr);
+			if ((have & mask) == (want & mask))
+				score = 1;
+		}
+		if (score && (i->ifa_flags & IFF_UP))
+			score++;
+		if (score > best) {
+			best = score;
 			found = i;
-	}
-	/* Every address of a loopback subnet is local (the kernel routes all of 127/8 to
-	 * lo), which lets one host run several devices with distinct LIDs. */
-	for (i = ifs; i && !found; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !i->ifa_netmask ||
-		    !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		uint32_t have = ntohl(((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-		uint32_t mask =
-			ntohl(((const struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr);
-		if ((have & mask) == (want & mask))
-			found = i;
+		}
 	}
 	if (!found) {
 		freeifaddrs(ifs);

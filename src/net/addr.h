@@ -57,7 +57,8 @@ static inline uint32_t swv_netmask(uint8_t prefix_len)
 }
 
 /* Find the local interface that owns ip: either ip is assigned to it, or ip lies in
- * the subnet of a loopback interface (127.0.0.2 is as local as 127.0.0.1). On success
+ * the subnet of a loopback interface (127.0.0.2 is as local as 127.0.0.1); one that is
+ * up if there is a choice, but a down interface counts too. On success
  * fills the interface name (IFNAMSIZ bytes, may be NULL), its prefix length and MTU
  * (0 if SIOCGIFMTU fails; either may be NULL). Returns 0, ENOENT if ip is not local,
  * or another positive errno. */

@@ -177,7 +177,7 @@ int swv_config_parse_spec(const char *spec, struct swv_dev_config *out)
 	char ifname[IFNAMSIZ];
 	int rc = swv_local_if_of_ip(d.addr, ifname, &if_prefix, &ifmtu);
 	if (rc == ENOENT)
-		return bad(spec, "address is not assigned to any local interface that is up");
+		return bad(spec, "address is not assigned to any local interface");
 	if (rc) {
 		snprintf(errbuf, sizeof(errbuf), "cannot list interfaces: %s", strerror(rc));
 		swv_log(SWV_LOG_ERR, "config: device spec \"%s\": %s", spec, errbuf);

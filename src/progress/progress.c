@@ -28,6 +28,7 @@
 #define MAX_EVENTS 64
 #define RX_GROUP   64 /* packets for one QP handed over under one lock hold */
 #define TIMER_TAG  ((void *)1) /* epoll data of the timerfd (endpoints are real pointers) */
+#define NETDEV_TAG ((void *)2) /* epoll data of the netdev watch (net/netdev.h) */
 
 /* Single writer (the progress thread): a plain load+store is enough and avoids a
  * locked instruction per packet. */
@@ -129,6 +130,14 @@ static void work_end(struct swv_progress *pr)
 	atomic_fetch_add(&pr->seq, 1);
 	if (atomic_load(&pr->sync_waiters))
 		futex_wake_all(&pr->seq);
+}
+
+/* The port's interface changed between active and not: tell the application, as a
+ * device does, on the context's async queue (port 1, the only port). */
+static void port_changed(void *arg, bool active)
+{
+	swv_async_event(arg, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR,
+			(void *)(uintptr_t)1);
 }
 
 /* Run due QP timers and release delayed packets; returns the earliest future deadline
@@ -268,6 +277,10 @@ static void *progress_main(void *arg)
 				pthread_mutex_unlock(&pr->timer_lock);
 				continue;
 			}
+			if (evs[i].data.ptr == NETDEV_TAG) {
+				swv_netdev_process(&ctx->netdev, port_changed, ctx);
+				continue;
+			}
 			rx_endpoint(ctx, ep, st);
 		}
 		now = swv_now_ns();
@@ -350,6 +363,14 @@ int swv_progress_start(struct swv_context *ctx)
 	if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, pr->tfd, &tev)) {
 		rc = errno;
 		goto err;
+	}
+	/* The netdev watch (opened before us, closed after us by the context). */
+	if (ctx->netdev.fd >= 0) {
+		struct epoll_event nev = {.events = EPOLLIN, .data.ptr = NETDEV_TAG};
+		if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, ctx->netdev.fd, &nev)) {
+			rc = errno;
+			goto err;
+		}
 	}
 	pr->rx = calloc(1, sizeof(*pr->rx));
 	if (!pr->rx || swv_ep_rx_init(&pr->rx->rx, RX_BATCH)) {

@@ -2,7 +2,8 @@
  * The per-context progress thread (DESIGN.md section 5). Owner: core/progress.
  *
  * It receives and validates every packet, dispatches it to the QP (swv_qp_rx),
- * runs QP timers (swv_qp_timer), releases packets held by the fault injector, and
+ * runs QP timers (swv_qp_timer), releases packets held by the fault injector, reads
+ * the netdev watch (port state changes become PORT_ACTIVE/PORT_ERR events), and
  * sleeps in epoll_pwait2 (ns resolution, for 10 us RNR timers) until a socket is
  * readable, the doorbell eventfd is kicked or the earliest deadline comes.
  *

@@ -2,13 +2,14 @@
 # ibv_asyncwatch (ibverbs-utils) under swverbs-run: it opens its own context on the
 # default device, prints the async event FD, and blocks in ibv_get_async_event.
 #
-# No event can honestly reach it: every async event swverbs raises is about an object
-# (CQ, QP, SRQ) of the context that owns it, and asyncwatch's context has none; a
-# swverbs port does not change state under a running program (docs/compat.md). So this
-# checks what can be checked: it starts, prints an FD that really is its async FD (an
-# epoll set, see core/async.h), sleeps in the kernel instead of spinning, and ends at
-# once on SIGINT and on SIGTERM (killed by that signal, as with rdma-core). An unknown
-# -d device fails cleanly.
+# Here, with nothing changing, no event may reach it: events about a CQ, QP or SRQ
+# belong to the context that owns it, and asyncwatch's context has none; port events
+# come only when the interface under the device changes, which test_port_events.sh
+# does in a namespace of its own (lo is left alone here). So this checks that it
+# starts, prints an FD that really is its async FD (an epoll set, see core/async.h),
+# reports nothing, sleeps in the kernel instead of spinning (the netdev watch included),
+# and ends at once on SIGINT and on SIGTERM (killed by that signal, as with rdma-core).
+# An unknown -d device fails cleanly.
 . "$(dirname "$0")/lib.sh"
 need ibv_asyncwatch ibverbs-utils
 
