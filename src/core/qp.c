@@ -400,7 +400,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		/* UC: every data packet consumed counts towards the sender's credit,
 		 * whatever the responder makes of it. UD uses the source for the GRH
 		 * area and wc.slid. */
-		swv_fc_rx_data(qp);
+		swv_fc_rx_data(qp, pkt->psn);
 		swv_resp_rx_from(qp, pkt, src);
 	} else if (response) {
 		if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)

@@ -334,8 +334,10 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		swv_resp_reset(qp);
 		break;
 	case IBV_QPS_RTS:
-		if (cur == IBV_QPS_RTR)
+		if (cur == IBV_QPS_RTR) {
 			swv_req_reset(qp);
+			swv_fc_tx_start(qp);
+		}
 		qp->state = IBV_QPS_RTS;
 		qp->req.sqd_event_pending = false;
 		swv_req_run(qp);

@@ -1,8 +1,9 @@
 /*
- * UC flow control: credits granted by the receiving QP, spent by the sending QP.
+ * UC flow control: credit granted by the receiving QP, spent by the sending QP.
  * The protocol and its reasons are in flowctl.h.
  */
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -14,19 +15,17 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-#define FC_MIN_WINDOW 8u
-#define FC_MAX_WINDOW 4096u
-
-static int32_t fc_diff(uint32_t a, uint32_t b)
+/* Signed distance from PSN b to PSN a, modulo 2^24. */
+static int32_t psn_diff(uint32_t a, uint32_t b)
 {
-	return (int32_t)(a - b);
+	return (int32_t)((a - b) << 8) >> 8;
 }
 
-static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t value)
+static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 {
 	uint8_t hdr[SWV_MAX_HDR_LEN];
 	uint8_t payload[SWV_FC_PAYLOAD_LEN] = {(uint8_t)type};
-	uint32_t be = htonl(value);
+	uint32_t be = htonl(psn & SWV_PSN_MASK);
 	struct swv_pkt p;
 
 	memcpy(payload + 4, &be, sizeof(be));
@@ -36,8 +35,8 @@ static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t value)
 	p.dqpn = qp->attr.dest_qp_num;
 	p.paylen = SWV_FC_PAYLOAD_LEN;
 	size_t hlen = swv_pkt_build_hdr(hdr, &p);
-	/* A lost control packet is covered by the next one (values are cumulative) or by
-	 * the sender's probe timer. */
+	/* A lost control packet is covered by the next one (values are absolute PSNs) or
+	 * by the sender's probe timer. */
 	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, payload, SWV_FC_PAYLOAD_LEN);
 	if (rc)
 		swv_log(SWV_LOG_DEBUG, "qp %#x: flow control packet not sent: %s", qp->qpn,
@@ -46,26 +45,42 @@ static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t value)
 
 /* ---- sending side ---- */
 
+static void probe(struct swv_qp *qp, uint64_t now_ns)
+{
+	struct swv_fc_tx *t = &qp->req.fc;
+	t->last_probe = now_ns;
+	t->n_probes++;
+	fc_send(qp, SWV_FC_PROBE, t->next);
+}
+
 void swv_fc_tx_reset(struct swv_qp *qp)
 {
 	struct swv_fc_tx *t = &qp->req.fc;
 	memset(t, 0, sizeof(*t));
-	t->limit = SWV_FC_INITIAL;
+	t->next = qp->attr.sq_psn & SWV_PSN_MASK;
+	t->limit = swv_psn_add(t->next, SWV_FC_INITIAL);
 }
 
-uint32_t swv_fc_tx_room(const struct swv_qp *qp)
+void swv_fc_tx_start(struct swv_qp *qp)
 {
-	const struct swv_fc_tx *t = &qp->req.fc;
+	/* Tell the receiver where this sender starts: it may be left from an earlier
+	 * connection, and its answer opens the full window at once. */
+	if (qp->type == IBV_QPT_UC)
+		probe(qp, swv_now_ns());
+}
+
+uint32_t swv_fc_tx_room(const struct swv_qp *qp, uint32_t psn)
+{
 	if (qp->type != IBV_QPT_UC)
 		return UINT32_MAX;
-	int32_t room = fc_diff(t->limit, t->sent);
+	int32_t room = psn_diff(qp->req.fc.limit, psn);
 	return room > 0 ? (uint32_t)room : 0;
 }
 
-void swv_fc_tx_sent(struct swv_qp *qp, uint32_t n)
+void swv_fc_tx_sent(struct swv_qp *qp, uint32_t end)
 {
 	if (qp->type == IBV_QPT_UC)
-		qp->req.fc.sent += n;
+		qp->req.fc.next = end & SWV_PSN_MASK;
 }
 
 void swv_fc_tx_blocked(struct swv_qp *qp)
@@ -87,14 +102,37 @@ void swv_fc_tx_timer(struct swv_qp *qp, uint64_t now_ns)
 	if (!t->probe_at || now_ns < t->probe_at)
 		return;
 	t->probe_at = 0;
-	if (swv_fc_tx_room(qp))
+	if (!t->blocked_since || swv_fc_tx_room(qp, t->next))
 		return;
-	if (!t->blocked_since)
-		t->blocked_since = now_ns; /* a CREDIT came but brought no room */
-	else if (now_ns - t->blocked_since >= SWV_FC_DEAD_NS)
-		t->limit = t->sent + SWV_FC_INITIAL; /* silent peer: do not wait for it */
-	t->n_probes++;
-	fc_send(qp, SWV_FC_PROBE, t->sent);
+	if (now_ns - t->blocked_since >= SWV_FC_DEAD_NS)
+		t->limit = swv_psn_add(t->next, SWV_FC_INITIAL); /* silent peer: go on */
+	probe(qp, now_ns);
+}
+
+static bool rx_credit(struct swv_qp *qp, uint32_t limit)
+{
+	struct swv_fc_tx *t = &qp->req.fc;
+	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+		return false;
+	int32_t ahead = psn_diff(limit, t->next);
+	if (ahead > (int32_t)(SWV_FC_MAX_WINDOW + SWV_FC_INITIAL)) {
+		/* More than any receiver grants: it counts other PSNs than ours. Ignore it
+		 * and tell it where we are (at most once per probe interval). */
+		uint64_t now = swv_now_ns();
+		if (now - t->last_probe >= SWV_FC_PROBE_NS)
+			probe(qp, now);
+		return false;
+	}
+	if (psn_diff(limit, t->limit) <= 0)
+		return false; /* old or repeated */
+	t->limit = limit;
+	if (ahead <= 0)
+		return false;
+	t->blocked_since = 0;
+	if (!t->probe_at)
+		return false;
+	t->probe_at = 0;
+	return true; /* it was waiting for exactly this */
 }
 
 /* ---- receiving side ---- */
@@ -104,41 +142,54 @@ void swv_fc_rx_reset(struct swv_qp *qp)
 	struct swv_fc_rx *f = &qp->resp.fc;
 	int rcvbuf = 0;
 	socklen_t sl = sizeof(rcvbuf);
-	uint32_t w = FC_MAX_WINDOW;
 
 	memset(f, 0, sizeof(*f));
-	f->granted = SWV_FC_INITIAL;
-	/* Half the receive buffer, shared by the QPs on this socket; a datagram costs
-	 * about twice its size in kernel accounting (as compute_window assumes for RC). */
+	f->next = qp->attr.rq_psn & SWV_PSN_MASK;
+	f->granted = swv_psn_add(f->next, SWV_FC_INITIAL);
+	f->buf_pkts = SWV_FC_MAX_WINDOW;
+	/* Half the receive buffer, in full packets; a datagram costs about twice its size
+	 * in kernel accounting (as compute_window assumes for RC). */
 	if (qp->ep && getsockopt(qp->ep->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl) == 0 &&
 	    rcvbuf > 0) {
 		uint64_t per_pkt = 2ull * (qp->mtu + SWV_MAX_HDR_LEN + 64);
-		unsigned nqps = atomic_load_explicit(&qp->ep->nqps, memory_order_relaxed);
-		uint64_t fit = (uint64_t)rcvbuf / per_pkt / 2 / (nqps ? nqps : 1);
-		if (fit < w)
-			w = (uint32_t)fit;
+		uint64_t fit = (uint64_t)rcvbuf / per_pkt / 2;
+		if (fit < f->buf_pkts)
+			f->buf_pkts = (uint32_t)fit;
 	}
-	f->window = w < FC_MIN_WINDOW ? FC_MIN_WINDOW : w;
 }
 
-static void grant(struct swv_qp *qp)
+/* The credit kept open: the buffer's share of the QPs on the socket now. */
+static uint32_t window(const struct swv_qp *qp)
+{
+	uint32_t w = qp->resp.fc.buf_pkts;
+	unsigned nqps = qp->ep ? atomic_load_explicit(&qp->ep->nqps, memory_order_relaxed) : 1;
+	if (nqps > 1)
+		w /= nqps;
+	return w < SWV_FC_MIN_WINDOW   ? SWV_FC_MIN_WINDOW
+	       : w > SWV_FC_MAX_WINDOW ? SWV_FC_MAX_WINDOW
+				       : w;
+}
+
+static void grant(struct swv_qp *qp, uint32_t w)
 {
 	struct swv_fc_rx *f = &qp->resp.fc;
-	f->granted = f->rcvd + f->window;
+	f->granted = swv_psn_add(f->next, w);
 	f->n_credits++;
 	fc_send(qp, SWV_FC_CREDIT, f->granted);
 }
 
-void swv_fc_rx_data(struct swv_qp *qp)
+void swv_fc_rx_data(struct swv_qp *qp, uint32_t psn)
 {
 	struct swv_fc_rx *f = &qp->resp.fc;
 	if (qp->type != IBV_QPT_UC)
 		return;
-	f->rcvd++;
+	if (psn_diff(psn, f->next) >= 0)
+		f->next = swv_psn_add(psn, 1);
 	/* A CREDIT per quarter window consumed: few control packets, and the sender
 	 * never runs dry while the receiver keeps up. */
-	if (fc_diff(f->rcvd + f->window, f->granted) >= (int32_t)(f->window / 4))
-		grant(qp);
+	uint32_t w = window(qp);
+	if (psn_diff(swv_psn_add(f->next, w), f->granted) >= (int32_t)(w > 4 ? w / 4 : 1))
+		grant(qp, w);
 }
 
 bool swv_fc_rx_control(struct swv_qp *qp, const struct swv_pkt *pkt)
@@ -148,24 +199,13 @@ bool swv_fc_rx_control(struct swv_qp *qp, const struct swv_pkt *pkt)
 	if (qp->type != IBV_QPT_UC || pkt->paylen != SWV_FC_PAYLOAD_LEN)
 		return false;
 	memcpy(&be, pkt->payload + 4, sizeof(be));
-	uint32_t value = ntohl(be);
+	uint32_t psn = ntohl(be) & SWV_PSN_MASK;
 	switch (pkt->payload[0]) {
-	case SWV_FC_CREDIT: {
-		struct swv_fc_tx *t = &qp->req.fc;
-		if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
-			return false;
-		t->blocked_since = 0; /* the peer is there */
-		if (fc_diff(value, t->limit) <= 0)
-			return false; /* old or repeated */
-		t->limit = value;
-		if (!t->probe_at)
-			return false;
-		t->probe_at = 0;
-		return true; /* it was waiting for exactly this */
-	}
+	case SWV_FC_CREDIT:
+		return rx_credit(qp, psn);
 	case SWV_FC_PROBE:
-		qp->resp.fc.rcvd = value;
-		grant(qp);
+		qp->resp.fc.next = psn;
+		grant(qp, window(qp));
 		return false;
 	default:
 		return false;

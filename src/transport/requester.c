@@ -432,7 +432,7 @@ static void run_unreliable(struct swv_qp *qp)
 		}
 		while (r->cur_pkt < w->npkts) {
 			uint32_t psn = swv_psn_add(w->first_psn, r->cur_pkt);
-			uint32_t room = swv_fc_tx_room(qp); /* UC: the receiver's credit */
+			uint32_t room = swv_fc_tx_room(qp, psn); /* UC: the receiver's credit */
 			if (!room) {
 				swv_fc_tx_blocked(qp);
 				goto out;
@@ -450,7 +450,7 @@ static void run_unreliable(struct swv_qp *qp)
 					return;
 				}
 				r->cur_pkt += (uint32_t)n;
-				swv_fc_tx_sent(qp, (uint32_t)n);
+				swv_fc_tx_sent(qp, swv_psn_add(psn, (uint32_t)n));
 				if (again) {
 					r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
 					goto out;
@@ -469,7 +469,7 @@ static void run_unreliable(struct swv_qp *qp)
 				return;
 			}
 			r->cur_pkt++;
-			swv_fc_tx_sent(qp, 1);
+			swv_fc_tx_sent(qp, swv_psn_add(psn, 1));
 		}
 		r->sent_psn = swv_psn_add(w->last_psn, 1);
 		if (swv_req_complete_head(qp, IBV_WC_SUCCESS)) {

@@ -9,8 +9,9 @@
  *     socket buffer swverbs asks for). While the child is stopped, at most a receive
  *     window's worth may leave: most SENDs must still be waiting. After SIGCONT every
  *     SEND completes and every message arrives with every byte right.
- *  2. The responder is killed. SENDs posted to it afterwards all complete successfully
- *     (a UC sender cannot know; it stops waiting for a peer that never answers).
+ *  2. The responder is killed. SENDs posted to it afterwards, more than its last credit
+ *     covers, all complete successfully (a UC sender cannot know; after SWV_FC_DEAD_NS
+ *     it stops waiting for a peer that never answers).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,11 +19,10 @@
 
 #include "harness.h"
 
-#define TMO	 30000
-#define NMSG	 48
-#define MSG	 (1u << 20)
-#define NDEAD	 32
-#define DEAD_LEN 65536
+#define TMO   30000
+#define NMSG  48
+#define MSG   (1u << 20)
+#define NDEAD 24 /* 24 MiB: more than the credit any receiver grants (4096 packets) */
 
 /* Wait until /proc says the process is stopped. */
 static void wait_stopped(pid_t pid)
@@ -75,7 +75,7 @@ static void requester(struct swvt *t, void *arg)
 
 	swvt_kill_peer(t);
 	for (unsigned i = 0; i < NDEAD; i++)
-		swvt_post_send(t, 1000 + i, IBV_WR_SEND, 0, DEAD_LEN, 0, IBV_SEND_SIGNALED);
+		swvt_post_send(t, 1000 + i, IBV_WR_SEND, 0, MSG, 0, IBV_SEND_SIGNALED);
 	swvt_poll_n(t->scq, wc, NDEAD, TMO);
 	for (int i = 0; i < NDEAD; i++) {
 		CHECK_WC(wc[i], IBV_WC_SUCCESS);

@@ -1,8 +1,9 @@
 /*
  * UC flow control (transport/flowctl.c) on its own: the sender's credit, blocking,
- * probing and giving up on a silent peer; the receiver's window, its CREDITs every
- * quarter window and its answer to a PROBE; old and malformed control packets; QP types
- * that are not flow-controlled. swv_qp_xmit is modelled here (the linker takes it before
+ * probing, refusing a credit beyond any window and giving up on a silent peer; the
+ * receiver's CREDITs every quarter window, duplicates and losses, and its answer to a
+ * PROBE; old and malformed control packets; PSN wrap; QP types that are not
+ * flow-controlled. swv_qp_xmit is modelled here (the linker takes it before
  * the library's): every control packet sent is parsed back with the real parser.
  */
 #include <arpa/inet.h>
@@ -64,32 +65,44 @@ static struct swv_pkt ctl(uint8_t type, uint32_t value, uint8_t *buf)
 	return p;
 }
 
-static void init_qp(struct swv_qp *qp, enum ibv_qp_type type, enum ibv_qp_state state)
+static void init_qp(struct swv_qp *qp, enum ibv_qp_type type, enum ibv_qp_state state, uint32_t psn)
 {
 	memset(qp, 0, sizeof(*qp));
 	qp->type = type;
 	qp->state = state;
 	qp->mtu = 1024;
 	qp->attr.dest_qp_num = 0x12345; /* no endpoint: the window is the maximum */
+	qp->attr.sq_psn = qp->attr.rq_psn = psn;
 	swv_fc_tx_reset(qp);
 	swv_fc_rx_reset(qp);
 }
+
+#define PSN(x) ((x)&SWV_PSN_MASK)
 
 static void test_sender(void)
 {
 	struct swv_qp qp;
 	uint8_t buf[SWV_FC_PAYLOAD_LEN];
-	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTS);
+	const uint32_t p0 = 0xfffffe; /* the PSNs wrap during the test */
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTS, p0);
 	memset(&sent, 0, sizeof(sent));
 
-	/* The implicit initial credit, then nothing. */
-	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL);
-	swv_fc_tx_sent(&qp, 10);
-	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL - 10);
-	swv_fc_tx_sent(&qp, SWV_FC_INITIAL - 10);
-	CHECK_EQ(swv_fc_tx_room(&qp), 0);
+	/* Entering RTS tells the receiver where the sender starts. */
+	swv_fc_tx_start(&qp);
+	CHECK_EQ(sent.n, 1);
+	CHECK_EQ(sent.type, SWV_FC_PROBE);
+	CHECK_EQ(sent.value, p0);
+	CHECK_EQ(sent.dqpn, 0x12345);
 
-	/* Blocked: a probe is due SWV_FC_PROBE_NS later, carrying the count sent. */
+	/* The implicit initial credit, then nothing. */
+	CHECK_EQ(swv_fc_tx_room(&qp, p0), SWV_FC_INITIAL);
+	CHECK_EQ(swv_fc_tx_room(&qp, PSN(p0 + 1)), SWV_FC_INITIAL - 1);
+	swv_fc_tx_sent(&qp, PSN(p0 + SWV_FC_INITIAL));
+	uint32_t next = PSN(p0 + SWV_FC_INITIAL);
+	CHECK_EQ(qp.req.fc.next, next);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
+
+	/* Blocked: a probe is due SWV_FC_PROBE_NS later, carrying the next PSN. */
 	swv_fc_tx_blocked(&qp);
 	uint64_t t0 = qp.req.fc.blocked_since, due = qp.req.fc.probe_at;
 	CHECK(t0 != 0 && due == t0 + SWV_FC_PROBE_NS);
@@ -97,103 +110,129 @@ static void test_sender(void)
 	swv_fc_tx_blocked(&qp); /* again while armed: nothing changes */
 	CHECK_EQ(qp.req.fc.probe_at, due);
 	swv_fc_tx_timer(&qp, due - 1);
-	CHECK_EQ(sent.n, 0);
-	swv_fc_tx_timer(&qp, due);
 	CHECK_EQ(sent.n, 1);
+	swv_fc_tx_timer(&qp, due);
+	CHECK_EQ(sent.n, 2);
 	CHECK_EQ(sent.type, SWV_FC_PROBE);
-	CHECK_EQ(sent.value, SWV_FC_INITIAL);
-	CHECK_EQ(sent.dqpn, 0x12345);
-	CHECK_EQ(qp.req.fc.n_probes, 1);
+	CHECK_EQ(sent.value, next);
+	CHECK_EQ(qp.req.fc.n_probes, 2);
 	CHECK_EQ(qp.req.fc.probe_at, 0);
-	CHECK_EQ(swv_fc_tx_room(&qp), 0); /* a live peer is waited for */
-	swv_fc_tx_blocked(&qp);		  /* what the requester does next */
-	CHECK_EQ(qp.req.fc.n_blocked, 1); /* the same wait */
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 0); /* a live peer is waited for */
+	swv_fc_tx_blocked(&qp);			/* what the requester does next */
+	CHECK_EQ(qp.req.fc.n_blocked, 1);	/* the same wait */
 
-	/* A CREDIT ends the wait: the caller is told to run the requester. */
-	struct swv_pkt p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 100, buf);
+	/* A CREDIT that opens no room is kept but ends no wait. */
+	struct swv_pkt p = ctl(SWV_FC_CREDIT, next, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(qp.req.fc.blocked_since, t0);
+	/* One that does ends it: the caller is told to run the requester. */
+	p = ctl(SWV_FC_CREDIT, PSN(next + 100), buf);
 	CHECK(swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(swv_fc_tx_room(&qp), 100);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 100);
 	CHECK_EQ(qp.req.fc.probe_at, 0);
 	CHECK_EQ(qp.req.fc.blocked_since, 0);
 	/* An older or repeated CREDIT changes nothing (and wakes nobody). */
-	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 50, buf);
+	p = ctl(SWV_FC_CREDIT, PSN(next + 50), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 100, buf);
+	p = ctl(SWV_FC_CREDIT, PSN(next + 100), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(swv_fc_tx_room(&qp), 100);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 100);
 	/* A newer one while not waiting raises the limit without a wake-up. */
-	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 200, buf);
+	p = ctl(SWV_FC_CREDIT, PSN(next + 200), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(swv_fc_tx_room(&qp), 200);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 200);
 	/* Malformed: wrong length, unknown type. */
-	p = ctl(SWV_FC_CREDIT, SWV_FC_INITIAL + 900, buf);
+	p = ctl(SWV_FC_CREDIT, PSN(next + 900), buf);
 	p.paylen = 4;
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	p = ctl(7, SWV_FC_INITIAL + 900, buf);
+	p = ctl(7, PSN(next + 900), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(swv_fc_tx_room(&qp), 200);
-
-	/* Counts wrap modulo 2^32. */
-	qp.req.fc.sent = UINT32_MAX - 5;
-	qp.req.fc.limit = 10; /* 16 packets of credit across the wrap */
-	CHECK_EQ(swv_fc_tx_room(&qp), 16);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 200);
+	/* Beyond anything a receiver grants: the sides disagree on PSNs. Not taken; a
+	 * probe tells the receiver where this sender is. */
+	int n0 = sent.n;
+	qp.req.fc.last_probe = 0;
+	p = ctl(SWV_FC_CREDIT, PSN(next + SWV_FC_MAX_WINDOW + SWV_FC_INITIAL + 1), buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 200);
+	CHECK_EQ(sent.n, n0 + 1);
+	CHECK_EQ(sent.type, SWV_FC_PROBE);
+	CHECK_EQ(sent.value, next);
+	/* The largest grant possible is taken. */
+	p = ctl(SWV_FC_CREDIT, PSN(next + SWV_FC_MAX_WINDOW + SWV_FC_INITIAL), buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(swv_fc_tx_room(&qp, next), SWV_FC_MAX_WINDOW + SWV_FC_INITIAL);
 
 	/* A silent peer: blocked for SWV_FC_DEAD_NS, each probe lets SWV_FC_INITIAL go. */
-	swv_fc_tx_sent(&qp, 16);
-	CHECK_EQ(swv_fc_tx_room(&qp), 0);
+	next = PSN(next + SWV_FC_MAX_WINDOW + SWV_FC_INITIAL);
+	swv_fc_tx_sent(&qp, next);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
 	swv_fc_tx_blocked(&qp);
 	t0 = qp.req.fc.blocked_since;
 	int probes = 0;
 	for (uint64_t now = t0 + SWV_FC_PROBE_NS; now < t0 + SWV_FC_DEAD_NS;
-	     now += SWV_FC_PROBE_NS) {
+	     now += 100 * SWV_FC_PROBE_NS) {
+		qp.req.fc.probe_at = now;
 		swv_fc_tx_timer(&qp, now);
 		probes++;
-		CHECK_EQ(swv_fc_tx_room(&qp), 0);
-		swv_fc_tx_blocked(&qp);
-		qp.req.fc.probe_at = now + SWV_FC_PROBE_NS; /* as if armed at 'now' */
+		CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
 	}
+	qp.req.fc.probe_at = t0 + SWV_FC_DEAD_NS;
 	swv_fc_tx_timer(&qp, t0 + SWV_FC_DEAD_NS);
-	CHECK_EQ(swv_fc_tx_room(&qp), SWV_FC_INITIAL);
+	CHECK_EQ(swv_fc_tx_room(&qp, next), SWV_FC_INITIAL);
 	CHECK_EQ(sent.type, SWV_FC_PROBE);
-	CHECK_EQ(sent.value, qp.req.fc.sent);
-	CHECK(probes > 100);
+	CHECK_EQ(sent.value, next);
+	CHECK(probes >= 10);
 
 	/* CREDIT is for a sending QP: ignored in RTR. */
-	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR);
-	p = ctl(SWV_FC_CREDIT, 1000, buf);
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR, p0);
+	p = ctl(SWV_FC_CREDIT, PSN(p0 + 1000), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(qp.req.fc.limit, SWV_FC_INITIAL);
+	CHECK_EQ(swv_fc_tx_room(&qp, p0), SWV_FC_INITIAL);
 }
 
 static void test_receiver(void)
 {
 	struct swv_qp qp;
 	uint8_t buf[SWV_FC_PAYLOAD_LEN];
-	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR);
+	const uint32_t p0 = 0xffff00;
+	const uint32_t w = SWV_FC_MAX_WINDOW; /* no socket: the largest window */
+	init_qp(&qp, IBV_QPT_UC, IBV_QPS_RTR, p0);
 	memset(&sent, 0, sizeof(sent));
-	uint32_t w = qp.resp.fc.window;
-	CHECK(w >= 4 * SWV_FC_INITIAL);
 
 	/* The first packet already opens the window beyond the implicit credit. */
-	swv_fc_rx_data(&qp);
+	swv_fc_rx_data(&qp, p0);
 	CHECK_EQ(sent.n, 1);
 	CHECK_EQ(sent.type, SWV_FC_CREDIT);
-	CHECK_EQ(sent.value, 1 + w);
-	/* Then one CREDIT per quarter window consumed. */
-	for (uint32_t i = 1; i < 1 + 2 * w; i++)
-		swv_fc_rx_data(&qp);
+	CHECK_EQ(sent.value, PSN(p0 + 1 + w));
+	/* Then one CREDIT per quarter window consumed (the PSNs wrap on the way). */
+	for (uint32_t i = 1; i <= 2 * w; i++)
+		swv_fc_rx_data(&qp, PSN(p0 + i));
 	CHECK_EQ(sent.n, 1 + 8);
-	CHECK_EQ(sent.value, qp.resp.fc.rcvd + w);
+	CHECK_EQ(sent.value, PSN(p0 + 2 * w + 1 + w));
 	CHECK_EQ(qp.resp.fc.n_credits, 9);
+	uint32_t next = PSN(p0 + 2 * w + 1);
+	CHECK_EQ(qp.resp.fc.next, next);
 
-	/* A PROBE sets the count (packets lost on the way are forgiven) and is answered. */
-	uint32_t rcvd = qp.resp.fc.rcvd;
-	struct swv_pkt p = ctl(SWV_FC_PROBE, rcvd + 40, buf);
-	CHECK(!swv_fc_rx_control(&qp, &p));
+	/* Duplicates and late packets cost nothing. */
+	swv_fc_rx_data(&qp, PSN(next - 1));
+	swv_fc_rx_data(&qp, PSN(next - 500));
+	CHECK_EQ(qp.resp.fc.next, next);
+	CHECK_EQ(sent.n, 9);
+	/* Lost packets stop holding credit when a later one arrives. */
+	swv_fc_rx_data(&qp, PSN(next + w / 2));
+	CHECK_EQ(qp.resp.fc.next, PSN(next + w / 2 + 1));
 	CHECK_EQ(sent.n, 10);
+	CHECK_EQ(sent.value, PSN(next + w / 2 + 1 + w));
+
+	/* A PROBE sets the position and is answered. */
+	next = PSN(next + 12345);
+	struct swv_pkt p = ctl(SWV_FC_PROBE, next, buf);
+	CHECK(!swv_fc_rx_control(&qp, &p));
+	CHECK_EQ(sent.n, 11);
 	CHECK_EQ(sent.type, SWV_FC_CREDIT);
-	CHECK_EQ(sent.value, rcvd + 40 + w);
-	CHECK_EQ(qp.resp.fc.rcvd, rcvd + 40);
+	CHECK_EQ(sent.value, PSN(next + w));
+	CHECK_EQ(qp.resp.fc.next, next);
 }
 
 static void test_other_types(void)
@@ -202,13 +241,14 @@ static void test_other_types(void)
 	uint8_t buf[SWV_FC_PAYLOAD_LEN];
 	for (unsigned i = 0; i < 2; i++) {
 		struct swv_qp qp;
-		init_qp(&qp, types[i], IBV_QPS_RTS);
+		init_qp(&qp, types[i], IBV_QPS_RTS, 0);
 		memset(&sent, 0, sizeof(sent));
-		CHECK_EQ(swv_fc_tx_room(&qp), UINT32_MAX);
+		swv_fc_tx_start(&qp);
+		CHECK_EQ(swv_fc_tx_room(&qp, 0), UINT32_MAX);
 		swv_fc_tx_sent(&qp, 1000);
-		CHECK_EQ(swv_fc_tx_room(&qp), UINT32_MAX);
-		for (int k = 0; k < 10000; k++)
-			swv_fc_rx_data(&qp);
+		CHECK_EQ(swv_fc_tx_room(&qp, 1000), UINT32_MAX);
+		for (uint32_t k = 0; k < 10000; k++)
+			swv_fc_rx_data(&qp, k);
 		struct swv_pkt p = ctl(SWV_FC_PROBE, 5, buf);
 		CHECK(!swv_fc_rx_control(&qp, &p));
 		CHECK_EQ(sent.n, 0);
