@@ -142,25 +142,28 @@ static int nl_request(int fd, uint16_t type, uint16_t flags, const void *payload
 	if (sendto(fd, &req, req.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		return errno;
 	while (!rc.done) {
-		ssize_t n = recv(fd, buf.b, sizeof(buf.b), 0);
+		ssize_t n = recv(fd, buf.b, sizeof(buf.b), MSG_TRUNC);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return errno == EAGAIN ? ETIMEDOUT : errno;
 		}
 		if ((size_t)n > sizeof(buf.b))
-			return EMSGSIZE; /* cannot happen without MSG_TRUNC; kept for clarity */
+			return EMSGSIZE; /* a reply did not fit: its messages are incomplete */
 		for_each_msg(buf.b, (size_t)n, on_reply, &rc);
 	}
 	return rc.err;
 }
 
-/* Which interface carries the address: the one holding it, else one whose host-scope
- * (loopback) address has a subnet that covers it -- as swv_local_if_of_ip decides. */
+/* Which interface carries the address: one holding it, else one whose host-scope
+ * (loopback) address has a subnet that covers it -- as swv_local_if_of_ip decides.
+ * Several may hold it; swv_netdev_open then prefers one that is up, as config does. */
+#define MAX_EXACT 8
 struct addr_find {
-	uint32_t want; /* host order */
-	int exact;     /* ifindex holding want */
-	int covering;  /* ifindex of a host-scope address whose subnet holds want */
+	uint32_t want;	      /* host order */
+	int exact[MAX_EXACT]; /* ifindices holding want, in dump order */
+	unsigned nexact;
+	int covering; /* ifindex of a host-scope address whose subnet holds want */
 };
 
 static bool on_addr(const struct nlmsghdr *h, void *arg)
@@ -197,8 +200,8 @@ static bool on_addr(const struct nlmsghdr *h, void *arg)
 	/* IFA_LOCAL is the interface's own address; IFA_ADDRESS the peer's on a
 	 * point-to-point link, and the same as IFA_LOCAL elsewhere. */
 	uint32_t have = ntohl(have_local ? local : address);
-	if (have == af->want && !af->exact)
-		af->exact = (int)ifa->ifa_index;
+	if (have == af->want && af->nexact < MAX_EXACT)
+		af->exact[af->nexact++] = (int)ifa->ifa_index;
 	uint32_t mask = swv_netmask(ifa->ifa_prefixlen);
 	if (ifa->ifa_scope == RT_SCOPE_HOST && (have & mask) == (af->want & mask) && !af->covering)
 		af->covering = (int)ifa->ifa_index;
@@ -223,8 +226,8 @@ static bool on_link(const struct nlmsghdr *h, void *arg)
 	return true;
 }
 
-/* The current state of ifindex. Returns 0, ENODEV if the interface is gone, or
- * another positive errno. */
+/* The current state of ifindex. Returns 0, ENODEV if the kernel says the interface is
+ * gone, or another positive errno (the state is then unknown). */
 static int query_link(int qfd, int ifindex, uint32_t *flags)
 {
 	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
@@ -234,7 +237,7 @@ static int query_link(int qfd, int ifindex, uint32_t *flags)
 	if (rc)
 		return rc;
 	if (!lf.found)
-		return ENODEV;
+		return EPROTO; /* answered without the link message */
 	*flags = lf.flags;
 	return 0;
 }
@@ -278,7 +281,7 @@ void swv_netdev_open(struct swv_netdev *nd, struct in_addr addr)
 		why = "cannot list addresses";
 		goto fail;
 	}
-	ifindex = af.exact ? af.exact : af.covering;
+	ifindex = af.nexact ? af.exact[0] : af.covering;
 	if (!ifindex) {
 		why = "no interface carries the address";
 		rc = ENOENT;
@@ -288,6 +291,15 @@ void swv_netdev_open(struct swv_netdev *nd, struct in_addr addr)
 	if (rc) {
 		why = "cannot read the interface state";
 		goto fail;
+	}
+	/* The address on several interfaces: the device uses one that is up (the
+	 * config's choice, swv_local_if_of_ip), so that is the one to follow. */
+	for (unsigned i = 1; i < af.nexact && !(flags & SWV_NETDEV_UP); i++) {
+		uint32_t f;
+		if (query_link(qfd, af.exact[i], &f) == 0 && (f & SWV_NETDEV_UP)) {
+			ifindex = af.exact[i];
+			flags = f;
+		}
 	}
 	close(qfd);
 	nd->fd = fd;
@@ -344,10 +356,17 @@ static bool on_notify(const struct nlmsghdr *h, void *arg)
 
 	/* AF_UNSPEC only: bridge port messages (AF_BRIDGE) carry the same index, and
 	 * their RTM_DELLINK means "left the bridge", not "interface gone". */
-	if (!ifi || ifi->ifi_family != AF_UNSPEC || ifi->ifi_index != nc->nd->ifindex)
+	if (!ifi || ifi->ifi_family != AF_UNSPEC || !nc->nd->ifindex ||
+	    ifi->ifi_index != nc->nd->ifindex)
 		return true;
-	apply(nc->nd, h->nlmsg_type == RTM_DELLINK ? 0 : flags_of_ifi(ifi->ifi_flags), nc->changed,
-	      nc->arg);
+	if (h->nlmsg_type == RTM_DELLINK) {
+		/* Gone (or moved to another namespace): the port stays DOWN, and an
+		 * interface that later gets the same index is not this one. */
+		apply(nc->nd, 0, nc->changed, nc->arg);
+		nc->nd->ifindex = 0;
+		return true;
+	}
+	apply(nc->nd, flags_of_ifi(ifi->ifi_flags), nc->changed, nc->arg);
 	return true;
 }
 
@@ -384,7 +403,7 @@ void swv_netdev_process(struct swv_netdev *nd, void (*changed)(void *arg, bool a
 		}
 		for_each_msg(buf.b, (size_t)n, on_notify, &nc);
 	}
-	if (!resync)
+	if (!resync || !nd->ifindex)
 		return;
 	int qfd = query_socket();
 	uint32_t flags;

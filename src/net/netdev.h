@@ -1,28 +1,32 @@
 /*
  * Port state from the netdev. Owner: net.
  *
- * A swverbs port is as usable as the network interface that carries the device's IP
- * address, so its state follows that interface the way the kernel's rxe follows its
- * netdev: the port is ACTIVE while the interface is up (IFF_UP) and has carrier
- * (IFF_LOWER_UP), DOWN otherwise. Each context watches the interface through an
- * rtnetlink socket of its own (NETLINK_ROUTE, group RTMGRP_LINK), which the progress
- * thread reads; every change of "active" is reported to a callback, which raises
+ * A swverbs port's state mirrors the network interface that carries the device's IP
+ * address, the way the kernel's rxe follows its netdev (the state, not the
+ * reachability: the kernel keeps delivering to a down interface's address locally, and
+ * same-host traffic goes through lo whatever the interface does): the port is ACTIVE while the
+ * interface is up (IFF_UP) and has carrier (IFF_LOWER_UP), DOWN otherwise. Each context watches the
+ * interface through an rtnetlink socket of its own (NETLINK_ROUTE, group RTMGRP_LINK), which the
+ * progress thread reads; every change of "active" is reported to a callback, which raises
  * IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR on the context's async queue.
  *
- * The interface is found once, at open: the one holding the address, or, for an
- * address in a loopback subnet that no interface holds (127.0.0.2), the interface
- * whose host-scope address covers it (lo). An interface that is deleted leaves the
- * port DOWN for the rest of the context's life; one created later is not adopted.
+ * The interface is found once, at open: the one holding the address (one that is up,
+ * if several do, as the configuration chooses), or, for an address in a loopback subnet
+ * that no interface holds (127.0.0.2), the interface whose host-scope address covers it
+ * (lo). An interface that is deleted (or moved to another namespace) leaves the port
+ * DOWN for the rest of the context's life; one created later, even with the same index,
+ * is not adopted.
  *
  * Watching is best effort: if the socket cannot be opened or the interface not found,
  * the port simply stays ACTIVE (logged at debug level) and the context works as
  * before.
  *
- * Threading: fd and ifindex are written by swv_netdev_open before the context is
- * visible and stay fixed until swv_netdev_close, which runs after the progress
- * thread has stopped. 'flags' has one writer at a time -- open, then only the thread
- * that calls swv_netdev_process (the progress thread) -- and is read lock-free by
- * anyone (ibv_query_port) with an atomic load.
+ * Threading: fd is written by swv_netdev_open before the context is visible and stays
+ * fixed until swv_netdev_close, which runs after the progress thread has stopped.
+ * ifindex is written by open and then only by swv_netdev_process (set to 0 when the
+ * interface goes away), and read only there. 'flags' has one writer at a time -- open,
+ * then only the thread that calls swv_netdev_process (the progress thread) -- and is
+ * read lock-free by anyone (ibv_query_port) with an atomic load.
  */
 #ifndef SWV_NET_NETDEV_H
 #define SWV_NET_NETDEV_H
@@ -38,7 +42,7 @@
 
 struct swv_netdev {
 	int fd;			/* rtnetlink socket, non-blocking; -1 = not watched */
-	int ifindex;		/* the watched interface; 0 = none */
+	int ifindex;		/* the watched interface; 0 = none (or gone) */
 	_Atomic uint32_t flags; /* SWV_NETDEV_* (rules above) */
 };
 

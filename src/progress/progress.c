@@ -246,6 +246,12 @@ static void *progress_main(void *arg)
 		if (atomic_load(&pr->stop))
 			break;
 
+		/* The netdev watch touches no QP and may wait for the kernel (a resync after
+		 * an overrun): outside the work section, so nothing else waits for it. */
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.ptr == NETDEV_TAG)
+				swv_netdev_process(&ctx->netdev, port_changed, ctx);
+
 		/* seq odd: from here on this iteration may hold QP pointers. A QP unpublished
 		 * (seq_cst) before this increment is invisible to it; one unpublished after is
 		 * waited for by swv_progress_sync until seq turns even again. */
@@ -277,10 +283,8 @@ static void *progress_main(void *arg)
 				pthread_mutex_unlock(&pr->timer_lock);
 				continue;
 			}
-			if (evs[i].data.ptr == NETDEV_TAG) {
-				swv_netdev_process(&ctx->netdev, port_changed, ctx);
-				continue;
-			}
+			if (evs[i].data.ptr == NETDEV_TAG)
+				continue; /* done above */
 			rx_endpoint(ctx, ep, st);
 		}
 		now = swv_now_ns();

@@ -11,6 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 need ibv_asyncwatch ibverbs-utils
 need ibv_devinfo ibverbs-utils
+need ip iproute2
 N=swvpe$$
 if ! ip netns add $N 2>/dev/null; then
 	echo "*** SKIPPED: cannot create network namespaces here (needs root / CAP_SYS_ADMIN) ***"
@@ -18,7 +19,10 @@ if ! ip netns add $N 2>/dev/null; then
 fi
 trap 'kill $(jobs -p) 2>/dev/null; ip netns del $N 2>/dev/null; rm -rf "$TMP"' EXIT
 ip -n $N link set lo up || fail "lo up"
-ip -n $N link add vpa type veth peer name vpb || fail "veth"
+if ! ip -n $N link add vpa type veth peer name vpb 2>/dev/null; then
+	echo "*** SKIPPED: this kernel cannot create veth pairs (CONFIG_VETH) ***"
+	exit 77
+fi
 ip -n $N addr add 10.78.9.1/24 dev vpa || fail "addr"
 ip -n $N link set vpa up && ip -n $N link set vpb up || fail "link up"
 
@@ -81,3 +85,28 @@ want="IBV_EVENT_PORT_ERR IBV_EVENT_PORT_ACTIVE IBV_EVENT_PORT_ERR IBV_EVENT_PORT
 [ "$got" = "$want" ] || fail "events: '$got', expected '$want'"
 [ "$(grep -cE "$ERR|$ACT" "$OUT")" -eq 4 ] || fail "an event line is not 'event_type ..., port 1'"
 echo "ok: ibv_asyncwatch printed PORT_ERR, PORT_ACTIVE (link) and PORT_ERR, PORT_ACTIVE (carrier)"
+
+# The address on two interfaces, the first (lower index) down: the device uses the one
+# that is up, as the configuration chooses, and its port must follow that one.
+ip -n $N link set vpa down || fail "vpa down"
+ip -n $N link add vqa type veth peer name vqb || fail "second veth"
+ip -n $N addr add 10.78.9.1/24 dev vqa || fail "addr on vqa"
+ip -n $N link set vqa up && ip -n $N link set vqb up || fail "vqa up"
+port PORT_ACTIVE LINK_UP
+
+# Moved to another namespace and back (same index, address flushed): not followed again.
+SWVERBS_DEVICES="swv0=10.78.9.1/24" ip netns exec $N \
+	env --default-signal=INT,TERM "$SWVERBS_RUN" ibv_asyncwatch -d swv0 >"$OUT" 2>&1 &
+WPID=$!
+wait_for 1 "^swv0: async event FD [0-9]+$" "ibv_asyncwatch did not start (second run)"
+ip netns add ${N}x || fail "second netns"
+trap 'kill $(jobs -p) 2>/dev/null; ip netns del $N 2>/dev/null; ip netns del ${N}x 2>/dev/null; rm -rf "$TMP"' EXIT
+ip -n $N link set vqa netns ${N}x || fail "move vqa out"
+wait_for 1 "$ERR" "no PORT_ERR when the interface left the namespace"
+ip -n ${N}x link set vqa netns $N || fail "move vqa back"
+ip -n $N link set vqa up || fail "vqa up again"
+sleep 0.5 # room for a wrong PORT_ACTIVE to show
+kill -TERM $WPID
+wait $WPID
+[ "$(grep -cE "$ACT" "$OUT")" -eq 0 ] || { cat "$OUT"; fail "a moved-away interface was followed again"; }
+echo "ok: an interface with the address beats a down one holding it too; a moved interface is not followed back"
