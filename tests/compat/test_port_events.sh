@@ -61,19 +61,18 @@ port PORT_ACTIVE LINK_UP
 ERR='^ +event_type IBV_EVENT_PORT_ERR \(10\), port 1$'
 ACT='^ +event_type IBV_EVENT_PORT_ACTIVE \(9\), port 1$'
 
-ip -n $N link set vpa down || fail "vpa down"
-wait_for 1 "$ERR" "no PORT_ERR after the link went down"
-port PORT_DOWN DISABLED
-ip -n $N link set vpa up || fail "vpa up"
-wait_for 1 "$ACT" "no PORT_ACTIVE after the link came back"
-port PORT_ACTIVE LINK_UP
-
-ip -n $N link set vpb down || fail "vpb down"
-wait_for 2 "$ERR" "no PORT_ERR after the carrier was lost"
-port PORT_DOWN POLLING
-ip -n $N link set vpb up || fail "vpb up"
-wait_for 2 "$ACT" "no PORT_ACTIVE after the carrier came back"
-port PORT_ACTIVE LINK_UP
+# flap DEV K PHYS WHAT: DEV down -> K PORT_ERRs so far, the port DOWN / PHYS; DEV up ->
+# K PORT_ACTIVEs so far, the port ACTIVE again.
+flap() {
+	ip -n $N link set $1 down || fail "$1 down"
+	wait_for $2 "$ERR" "no PORT_ERR after $4 went down"
+	port PORT_DOWN $3
+	ip -n $N link set $1 up || fail "$1 up"
+	wait_for $2 "$ACT" "no PORT_ACTIVE after $4 came back"
+	port PORT_ACTIVE LINK_UP
+}
+flap vpa 1 DISABLED "the link"    # our end
+flap vpb 2 POLLING "the carrier"  # the peer end: no carrier
 
 sleep 0.3 # room for a stray extra event to show
 kill -TERM $WPID
