@@ -358,6 +358,12 @@ static bool same_peer(const struct sockaddr_in *a, const struct sockaddr_in *b)
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
+/* States in which a QP takes requests (and flow control) from its peer. */
+static bool takes_requests(enum ibv_qp_state st)
+{
+	return st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD;
+}
+
 /* One packet, qp->lock held. */
 static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
 {
@@ -367,8 +373,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 
 	if (pkt->flags & SWV_OPF_FLOWCTL) {
 		/* UC credit / probe from the connected peer (transport/flowctl.h) */
-		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) ||
-		    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) || !takes_requests(st))
 			goto drop;
 		if (swv_fc_rx_control(qp, pkt))
 			swv_req_run(qp);
@@ -395,7 +400,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		goto drop;
 	}
 	if (request) {
-		if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+		if (!takes_requests(st))
 			goto drop;
 		/* UC: every data packet consumed counts towards the sender's credit,
 		 * whatever the responder makes of it. UD uses the source for the GRH

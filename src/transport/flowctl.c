@@ -15,12 +15,6 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-/* Signed distance from PSN b to PSN a, modulo 2^24. */
-static int32_t psn_diff(uint32_t a, uint32_t b)
-{
-	return (int32_t)((a - b) << 8) >> 8;
-}
-
 static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 {
 	uint8_t hdr[SWV_MAX_HDR_LEN];
@@ -73,7 +67,7 @@ uint32_t swv_fc_tx_room(const struct swv_qp *qp, uint32_t psn)
 {
 	if (qp->type != IBV_QPT_UC)
 		return UINT32_MAX;
-	int32_t room = psn_diff(qp->req.fc.limit, psn);
+	int32_t room = swv_psn_diff(qp->req.fc.limit, psn);
 	return room > 0 ? (uint32_t)room : 0;
 }
 
@@ -114,7 +108,7 @@ static bool rx_credit(struct swv_qp *qp, uint32_t limit)
 	struct swv_fc_tx *t = &qp->req.fc;
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 		return false;
-	int32_t ahead = psn_diff(limit, t->next);
+	int32_t ahead = swv_psn_diff(limit, t->next);
 	if (ahead > (int32_t)(SWV_FC_MAX_WINDOW + SWV_FC_INITIAL)) {
 		/* More than any receiver grants: it counts other PSNs than ours. Ignore it
 		 * and tell it where we are (at most once per probe interval). */
@@ -123,7 +117,7 @@ static bool rx_credit(struct swv_qp *qp, uint32_t limit)
 			probe(qp, now);
 		return false;
 	}
-	if (psn_diff(limit, t->limit) <= 0)
+	if (swv_psn_diff(limit, t->limit) <= 0)
 		return false; /* old or repeated */
 	t->limit = limit;
 	if (ahead <= 0)
@@ -183,12 +177,12 @@ void swv_fc_rx_data(struct swv_qp *qp, uint32_t psn)
 	struct swv_fc_rx *f = &qp->resp.fc;
 	if (qp->type != IBV_QPT_UC)
 		return;
-	if (psn_diff(psn, f->next) >= 0)
+	if (swv_psn_diff(psn, f->next) >= 0)
 		f->next = swv_psn_add(psn, 1);
 	/* A CREDIT per quarter window consumed: few control packets, and the sender
 	 * never runs dry while the receiver keeps up. */
 	uint32_t w = window(qp);
-	if (psn_diff(swv_psn_add(f->next, w), f->granted) >= (int32_t)(w > 4 ? w / 4 : 1))
+	if (swv_psn_diff(swv_psn_add(f->next, w), f->granted) >= (int32_t)(w > 4 ? w / 4 : 1))
 		grant(qp, w);
 }
 

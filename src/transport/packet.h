@@ -104,6 +104,11 @@ static inline int32_t swv_psn_cmp(uint32_t a, uint32_t b)
 {
 	return (int32_t)((a - b) << 8);
 }
+/* Signed distance from PSN b to PSN a, modulo 2^24 (swv_psn_cmp only gives its sign). */
+static inline int32_t swv_psn_diff(uint32_t a, uint32_t b)
+{
+	return swv_psn_cmp(a, b) >> 8;
+}
 static inline uint32_t swv_psn_add(uint32_t a, uint32_t n)
 {
 	return (a + n) & SWV_PSN_MASK;

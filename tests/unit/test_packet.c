@@ -614,6 +614,22 @@ static int write_pcap(const char *path)
 	return 0;
 }
 
+/* PSN arithmetic modulo 2^24: order (sign) and signed distance, across the wrap. */
+static void test_psn_math(void)
+{
+	CHECK_EQ(swv_psn_add(0xffffff, 1), 0);
+	CHECK_EQ(swv_psn_add(0xfffffe, 5), 3);
+	CHECK(swv_psn_cmp(0, 0xffffff) > 0);
+	CHECK(swv_psn_cmp(0xffffff, 0) < 0);
+	CHECK_EQ(swv_psn_cmp(7, 7), 0);
+	CHECK_EQ(swv_psn_diff(0, 0xffffff), 1);
+	CHECK_EQ(swv_psn_diff(0xffffff, 0), -1);
+	CHECK_EQ(swv_psn_diff(3, 0xfffffe), 5);
+	CHECK_EQ(swv_psn_diff(0x7fffff, 0), 0x7fffff);
+	CHECK_EQ(swv_psn_diff(0x800000, 0), -0x800000);
+	CHECK_EQ(swv_psn_diff(100, 100), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--pcap") == 0)
@@ -629,6 +645,7 @@ int main(int argc, char **argv)
 	test_corruption();
 	test_malformed();
 	test_build_validation();
+	test_psn_math();
 	printf("test_packet: OK\n");
 	return 0;
 }
