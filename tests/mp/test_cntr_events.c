@@ -67,7 +67,7 @@ static void side(struct swvt *t, void *arg)
 		CHECK_OK(swv_comp_cntr_wait(wr, N, TMO));
 	} else {
 		CHECK(readable(ep, TMO));
-		CHECK_EQ(cntr_rd(rwr), N); /* armed at N and nothing else is coming */
+		CHECK_EQ(swvt_cntr_read(rwr), N); /* armed at N and nothing else is coming */
 		for (uint64_t j = 0; j < 256; j++)
 			CHECK_EQ(swvt_verify(t->buf + j * 4096, SZ, 7000 + (uint32_t)j), (size_t)-1);
 		drain(fd);
@@ -87,7 +87,7 @@ static void side(struct swvt *t, void *arg)
 			CHECK(readable(ep, TMO));
 			drain(fd);
 			/* readiness came from this write: the count already includes it */
-			CHECK_EQ(cntr_rd(rwr), N + i);
+			CHECK_EQ(swvt_cntr_read(rwr), N + i);
 		}
 		swvt_barrier(t);
 	}
@@ -99,20 +99,20 @@ static void side(struct swvt *t, void *arg)
 		for (uint64_t j = 0; j < M; j++)
 			write_one(t, j, t->remote.rkey);
 		CHECK_OK(swv_comp_cntr_wait(wr, base + M, TMO));
-		uint64_t e0 = cntr_rd_err(wr);
+		uint64_t e0 = swvt_cntr_read_err(wr);
 		write_one(t, 0, t->remote.rkey ^ 0x3c3c0000u);
 		/* The initiator's own RDMA_WRITE counter reports the NAK (or, under loss,
 		 * the exhausted retries) the same way. The error may be counted before the
 		 * wait starts: wait_ex with the count read before posting catches both. */
 		CHECK_EQ(swv_comp_cntr_wait_ex(wr, base + M + 1, e0, TMO), EIO);
-		CHECK_EQ(cntr_rd_err(wr), 1);
+		CHECK_EQ(swvt_cntr_read_err(wr), 1);
 	} else {
 		uint64_t t0 = swvt_now_ms();
 		/* no error had been counted before: base 0 */
 		CHECK_EQ(swv_comp_cntr_wait_ex(rwr, base + M + 1000, 0, TMO), SWV_COMP_CNTR_WAIT_ERROR);
 		CHECK(swvt_now_ms() - t0 < TMO);
-		CHECK_EQ(cntr_rd(rwr), base + M);
-		CHECK_EQ(cntr_rd_err(rwr), 1);
+		CHECK_EQ(swvt_cntr_read(rwr), base + M);
+		CHECK_EQ(swvt_cntr_read_err(rwr), 1);
 		close(ep);
 	}
 	swvt_barrier(t);

@@ -71,7 +71,7 @@ static void *read_checker(void *p)
 	int verified = 0;
 	uint64_t deadline = swvt_now_ms() + TMO;
 	while (verified < NC) {
-		uint64_t n = cntr_rd(r->c);
+		uint64_t n = swvt_cntr_read(r->c);
 		for (int j = verified; j < (int)n; j++) {
 			size_t bad = swvt_verify(r->t->buf + A_OFF + (uint64_t)j * SLOT, size_of(j),
 						 50000 + (uint32_t)(j % 256));
@@ -115,7 +115,7 @@ static void side(struct swvt *t, void *arg)
 		int verified = 0;
 		uint64_t deadline = swvt_now_ms() + TMO;
 		while (verified < NA) {
-			uint64_t n = cntr_rd(s.c[K_RWR]);
+			uint64_t n = swvt_cntr_read(s.c[K_RWR]);
 			for (int j = verified; j < (int)n; j++) {
 				size_t bad = swvt_verify(t->buf + A_OFF + (uint64_t)j * SLOT, size_of(j),
 							 10000 + (uint32_t)j);
@@ -146,7 +146,7 @@ static void side(struct swvt *t, void *arg)
 		uint64_t deadline = swvt_now_ms() + TMO;
 		struct ibv_wc wc[64];
 		while (verified < NB) {
-			uint64_t n = cntr_rd(s.c[K_RECV]);
+			uint64_t n = swvt_cntr_read(s.c[K_RECV]);
 			if ((int)n == verified) {
 				CHECK(swvt_now_ms() < deadline);
 				continue;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "cntr.h"
 
 /* One counter per operation kind, in bit order; the last two are swverbs' atomics. */
 enum { K_SEND, K_RECV, K_RD, K_RRD, K_WR, K_RWR, K_AT, K_RAT, NK };
@@ -32,27 +33,11 @@ struct cntr_side {
 static inline void cntr_attach_all(struct swvt *t, struct cntr_side *s, enum ibv_comp_cntr_type type)
 {
 	for (int k = 0; k < NK; k++) {
-		struct ibv_comp_cntr_init_attr a = {.type = type};
-		s->c[k] = ibv_create_comp_cntr(t->ctx, &a);
-		CHECK_PTR(s->c[k]);
+		s->c[k] = swvt_cntr_create(t->ctx, type);
 		struct ibv_qp_attach_comp_cntr_attr at = {.op_mask = cntr_bit[k]};
 		CHECK_OK(ibv_qp_attach_comp_cntr(t->qp, s->c[k], &at));
 		s->exp[k] = s->exp_err[k] = 0;
 	}
-}
-
-static inline uint64_t cntr_rd(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_comp_cntr(c, &v));
-	return v;
-}
-
-static inline uint64_t cntr_rd_err(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_err_comp_cntr(c, &v));
-	return v;
 }
 
 /* Wait until every counter reached its expected values, then require them exactly:
@@ -62,18 +47,18 @@ static inline void cntr_check_side(struct cntr_side *s, const char *where, int t
 	uint64_t deadline = swvt_now_ms() + (uint64_t)timeout_ms;
 	for (int k = 0; k < NK; k++) {
 		/* Error counts: poll (a wait would return EIO on the first change). */
-		while (cntr_rd_err(s->c[k]) < s->exp_err[k] && swvt_now_ms() < deadline)
+		while (swvt_cntr_read_err(s->c[k]) < s->exp_err[k] && swvt_now_ms() < deadline)
 			usleep(200);
 		uint64_t left = deadline > swvt_now_ms() ? deadline - swvt_now_ms() : 0;
 		int r;
 		do {
 			r = swv_comp_cntr_wait(s->c[k], s->exp[k], (int)left);
 			/* An expected error may be counted while we wait for the count. */
-		} while (r == EIO && cntr_rd_err(s->c[k]) <= s->exp_err[k]);
+		} while (r == EIO && swvt_cntr_read_err(s->c[k]) <= s->exp_err[k]);
 	}
 	int bad = 0;
 	for (int k = 0; k < NK; k++) {
-		uint64_t v = cntr_rd(s->c[k]), e = cntr_rd_err(s->c[k]);
+		uint64_t v = swvt_cntr_read(s->c[k]), e = swvt_cntr_read_err(s->c[k]);
 		if (v != s->exp[k] || e != s->exp_err[k]) {
 			fprintf(stderr, "[pid %d] %s: counter %s = %llu/%llu err, expected %llu/%llu\n",
 				(int)getpid(), where, cntr_name[k], (unsigned long long)v,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "cntr.h"
 
 /* One WRS counter per upstream op bit a UC/UD QP performs, with the exact values it must
  * reach. UD attaches SEND and RECV, UC also RDMA_WRITE and REMOTE_RDMA_WRITE. */
@@ -29,9 +30,7 @@ static inline void uu_attach(struct swvt *t, struct uu_cntrs *u)
 	int n = t->opts.qp_type == IBV_QPT_UD ? 2 : U_N;
 	memset(u, 0, sizeof(*u));
 	for (int k = 0; k < n; k++) {
-		struct ibv_comp_cntr_init_attr a = {.type = IBV_COMP_CNTR_TYPE_WRS};
-		u->c[k] = ibv_create_comp_cntr(t->ctx, &a);
-		CHECK_PTR(u->c[k]);
+		u->c[k] = swvt_cntr_create(t->ctx, IBV_COMP_CNTR_TYPE_WRS);
 		struct ibv_qp_attach_comp_cntr_attr at = {.op_mask = uu_bit[k]};
 		CHECK_OK(ibv_qp_attach_comp_cntr(t->qp, u->c[k], &at));
 	}

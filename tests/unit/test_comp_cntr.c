@@ -13,31 +13,10 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "cntr.h"
 #include "inproc.h"
 #include "core/comp_cntr.h"
 #include "net/config.h"
-
-static struct ibv_comp_cntr *create(struct ibv_context *ctx, enum ibv_comp_cntr_type type)
-{
-	struct ibv_comp_cntr_init_attr a = {.type = type};
-	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &a);
-	CHECK_PTR(c);
-	return c;
-}
-
-static uint64_t rd(struct ibv_comp_cntr *c)
-{
-	uint64_t v = 0xdeadbeef;
-	CHECK_OK(ibv_read_comp_cntr(c, &v));
-	return v;
-}
-
-static uint64_t rd_err(struct ibv_comp_cntr *c)
-{
-	uint64_t v = 0xdeadbeef;
-	CHECK_OK(ibv_read_err_comp_cntr(c, &v));
-	return v;
-}
 
 static void test_caps(struct ibv_context *ctx)
 {
@@ -122,10 +101,11 @@ static void test_basic(struct ibv_context *ctx)
 {
 	struct ibv_comp_cntr *c[8];
 	for (int i = 0; i < 8; i++) {
-		c[i] = create(ctx, i & 1 ? IBV_COMP_CNTR_TYPE_BYTES : IBV_COMP_CNTR_TYPE_WRS);
+		c[i] = swvt_cntr_create(ctx,
+					i & 1 ? IBV_COMP_CNTR_TYPE_BYTES : IBV_COMP_CNTR_TYPE_WRS);
 		CHECK(c[i]->context == ctx);
-		CHECK_EQ(rd(c[i]), 0);
-		CHECK_EQ(rd_err(c[i]), 0);
+		CHECK_EQ(swvt_cntr_read(c[i]), 0);
+		CHECK_EQ(swvt_cntr_read_err(c[i]), 0);
 		/* 64-byte aligned object */
 		CHECK_EQ((uintptr_t)to_swv_cntr(c[i]) % 64, 0);
 		for (int j = 0; j < i; j++)
@@ -146,32 +126,32 @@ static void test_basic(struct ibv_context *ctx)
 
 	/* The two values are independent. */
 	CHECK_OK(ibv_set_comp_cntr(a, 42));
-	CHECK_EQ(rd(a), 42);
-	CHECK_EQ(rd_err(a), 0);
+	CHECK_EQ(swvt_cntr_read(a), 42);
+	CHECK_EQ(swvt_cntr_read_err(a), 0);
 	CHECK_OK(ibv_set_err_comp_cntr(a, 7));
-	CHECK_EQ(rd(a), 42);
-	CHECK_EQ(rd_err(a), 7);
+	CHECK_EQ(swvt_cntr_read(a), 42);
+	CHECK_EQ(swvt_cntr_read_err(a), 7);
 	CHECK_OK(ibv_inc_comp_cntr(a, 8));
 	CHECK_OK(ibv_inc_err_comp_cntr(a, 3));
-	CHECK_EQ(rd(a), 50);
-	CHECK_EQ(rd_err(a), 10);
+	CHECK_EQ(swvt_cntr_read(a), 50);
+	CHECK_EQ(swvt_cntr_read_err(a), 10);
 	CHECK_OK(ibv_inc_comp_cntr(a, 0));
-	CHECK_EQ(rd(a), 50);
+	CHECK_EQ(swvt_cntr_read(a), 50);
 	/* Every 64-bit value is in range on the default device. */
 	CHECK_OK(ibv_set_comp_cntr(a, UINT64_MAX));
-	CHECK(rd(a) == UINT64_MAX);
+	CHECK(swvt_cntr_read(a) == UINT64_MAX);
 	/* Wrap through zero modulo 2^64. */
 	CHECK_OK(ibv_inc_comp_cntr(a, 2));
-	CHECK_EQ(rd(a), 1);
+	CHECK_EQ(swvt_cntr_read(a), 1);
 	CHECK_OK(ibv_set_err_comp_cntr(a, UINT64_MAX - 1));
 	CHECK_OK(ibv_inc_err_comp_cntr(a, 5));
-	CHECK_EQ(rd_err(a), 3);
+	CHECK_EQ(swvt_cntr_read_err(a), 3);
 	CHECK_OK(ibv_inc_comp_cntr(a, UINT64_MAX)); /* == -1 mod 2^64 */
-	CHECK_EQ(rd(a), 0);
+	CHECK_EQ(swvt_cntr_read(a), 0);
 	/* Other counters untouched. */
 	for (int i = 1; i < 8; i++) {
-		CHECK_EQ(rd(c[i]), 0);
-		CHECK_EQ(rd_err(c[i]), 0);
+		CHECK_EQ(swvt_cntr_read(c[i]), 0);
+		CHECK_EQ(swvt_cntr_read_err(c[i]), 0);
 	}
 
 	for (int i = 0; i < 8; i++)
@@ -181,8 +161,8 @@ static void test_basic(struct ibv_context *ctx)
 /* The data-path update used by swv_complete. */
 static void test_complete(struct ibv_context *ctx)
 {
-	struct ibv_comp_cntr *w = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
-	struct ibv_comp_cntr *b = create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
+	struct ibv_comp_cntr *w = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *b = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
 
 	swv_comp_cntr_complete(NULL, true, 5); /* no counter attached: a no-op */
 	for (int i = 0; i < 10; i++) {
@@ -192,12 +172,12 @@ static void test_complete(struct ibv_context *ctx)
 	swv_comp_cntr_complete(w, false, 4096);
 	swv_comp_cntr_complete(b, false, 4096);
 	swv_comp_cntr_complete(b, false, 0);
-	CHECK_EQ(rd(w), 10);      /* WRS: one per work request, whatever the size */
-	CHECK_EQ(rd_err(w), 1);
-	CHECK_EQ(rd(b), 1045);    /* BYTES: 100 + ... + 109 */
-	CHECK_EQ(rd_err(b), 2);   /* errors count operations, not bytes */
+	CHECK_EQ(swvt_cntr_read(w), 10); /* WRS: one per work request, whatever the size */
+	CHECK_EQ(swvt_cntr_read_err(w), 1);
+	CHECK_EQ(swvt_cntr_read(b), 1045);  /* BYTES: 100 + ... + 109 */
+	CHECK_EQ(swvt_cntr_read_err(b), 2); /* errors count operations, not bytes */
 	swv_comp_cntr_complete(b, true, 0);
-	CHECK_EQ(rd(b), 1045);
+	CHECK_EQ(swvt_cntr_read(b), 1045);
 	CHECK_OK(ibv_destroy_comp_cntr(w));
 	CHECK_OK(ibv_destroy_comp_cntr(b));
 }
@@ -231,7 +211,7 @@ static void *inc_thread(void *p)
 
 static void test_concurrent(struct ibv_context *ctx)
 {
-	struct ibv_comp_cntr *c = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	pthread_t th[NTHREADS * 3];
 	struct inc_arg args[NTHREADS * 3];
 
@@ -242,8 +222,9 @@ static void test_concurrent(struct ibv_context *ctx)
 	for (int i = 0; i < NTHREADS * 3; i++)
 		CHECK_OK(pthread_join(th[i], NULL));
 	/* mode 0: 3 per call; mode 2: 4 successes in 5 */
-	CHECK_EQ(rd(c), (uint64_t)NTHREADS * NINC * 3 + (uint64_t)NTHREADS * NINC / 5 * 4);
-	CHECK_EQ(rd_err(c), (uint64_t)NTHREADS * NINC + (uint64_t)NTHREADS * NINC / 5);
+	CHECK_EQ(swvt_cntr_read(c),
+		 (uint64_t)NTHREADS * NINC * 3 + (uint64_t)NTHREADS * NINC / 5 * 4);
+	CHECK_EQ(swvt_cntr_read_err(c), (uint64_t)NTHREADS * NINC + (uint64_t)NTHREADS * NINC / 5);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 }
 
@@ -302,8 +283,8 @@ static void test_app_memory(struct ibv_context *ctx)
 	swv_comp_cntr_complete(c, false, 0);
 	CHECK_EQ(mem[0], 6);
 	CHECK_EQ(mem[8], 1);
-	CHECK_EQ(rd(c), 6);
-	CHECK_EQ(rd_err(c), 1);
+	CHECK_EQ(swvt_cntr_read(c), 6);
+	CHECK_EQ(swvt_cntr_read_err(c), 1);
 	CHECK_OK(ibv_set_comp_cntr(c, 100));
 	CHECK_EQ(mem[0], 100);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
@@ -315,7 +296,7 @@ static void test_app_memory(struct ibv_context *ctx)
 	CHECK_PTR(c);
 	CHECK_EQ(mem[0], 0);
 	CHECK_OK(ibv_inc_err_comp_cntr(c, 2));
-	CHECK_EQ(rd_err(c), 2);
+	CHECK_EQ(swvt_cntr_read_err(c), 2);
 	CHECK_EQ(mem[0], 0);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 
@@ -325,7 +306,7 @@ static void test_app_memory(struct ibv_context *ctx)
 	c = swv_create_comp_cntr_ext(ctx, &a);
 	CHECK_PTR(c);
 	swv_comp_cntr_complete(c, true, 9);
-	CHECK_EQ(rd(c), 9);
+	CHECK_EQ(swvt_cntr_read(c), 9);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 }
 
@@ -335,15 +316,15 @@ static void test_close_releases(void)
 {
 	struct ibv_context *ctx = swvt_open_first_device();
 	struct ibv_context *ctx2 = swvt_open_first_device();
-	struct ibv_comp_cntr *c1 = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
-	struct ibv_comp_cntr *c2 = create(ctx2, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c1 = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c2 = swvt_cntr_create(ctx2, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK(c1->context == ctx && c2->context == ctx2);
 	CHECK_OK(swv_comp_cntr_get_fd(c1) >= 0 ? 0 : errno);
 	for (int i = 0; i < 10; i++)
-		create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
+		swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
 	CHECK_OK(ibv_close_device(ctx));
 	CHECK_OK(ibv_inc_comp_cntr(c2, 1)); /* the other context's counter lives on */
-	CHECK_EQ(rd(c2), 1);
+	CHECK_EQ(swvt_cntr_read(c2), 1);
 	CHECK_OK(ibv_close_device(ctx2));
 }
 

@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "cntr.h"
 #include "inproc.h"
 #include "core/comp_cntr.h"
 #include "core/qp.h"
@@ -37,28 +38,6 @@ static struct ibv_cq *cq;
 static uint8_t *buf;
 static struct ibv_mr *mr;
 #define BUF_SIZE (1 << 20)
-
-static struct ibv_comp_cntr *create(enum ibv_comp_cntr_type type)
-{
-	struct ibv_comp_cntr_init_attr a = {.type = type};
-	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &a);
-	CHECK_PTR(c);
-	return c;
-}
-
-static uint64_t rd(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_comp_cntr(c, &v));
-	return v;
-}
-
-static uint64_t rd_err(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_err_comp_cntr(c, &v));
-	return v;
-}
 
 static int attach(struct ibv_qp *qp, struct ibv_comp_cntr *c, uint32_t mask)
 {
@@ -92,7 +71,7 @@ static void to_err(struct ibv_qp *qp)
 static void test_argument_order(void)
 {
 	struct ibv_qp *qp = make_qp(16, 16);
-	struct ibv_comp_cntr *c = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_qp_attach_comp_cntr_attr a = {.op_mask = OP_SEND};
 
 	/* 1: NULL arguments */
@@ -138,7 +117,7 @@ static void test_argument_order(void)
 
 	/* 5 before 6 and 7: a QP without send queue, moved to RTS, with SEND */
 	struct ibv_qp *nosq = make_qp(0, 16);
-	struct ibv_comp_cntr *c2 = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c2 = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_EQ(attach(nosq, c2, OP_SEND), EOPNOTSUPP);
 	CHECK_OK(attach(nosq, c2, OP_RECV | OP_RWR | OP_RRD | OP_RAT));
 	/* 3 before 5, 4 before 5 */
@@ -178,7 +157,7 @@ static void test_argument_order(void)
 
 static void test_states(void)
 {
-	struct ibv_comp_cntr *c = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_qp *a = make_qp(16, 16), *b = make_qp(16, 16);
 
 	/* RESET */
@@ -222,9 +201,9 @@ static void test_states(void)
 
 static void test_overlap_and_sharing(void)
 {
-	struct ibv_comp_cntr *c1 = create(IBV_COMP_CNTR_TYPE_WRS);
-	struct ibv_comp_cntr *c2 = create(IBV_COMP_CNTR_TYPE_BYTES);
-	struct ibv_comp_cntr *c3 = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c1 = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c2 = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
+	struct ibv_comp_cntr *c3 = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_qp *qp = make_qp(16, 16);
 
 	CHECK_OK(attach(qp, c1, OP_SEND | OP_RECV));
@@ -244,7 +223,7 @@ static void test_overlap_and_sharing(void)
 	/* One counter on many QPs; destroy is EBUSY until the last QP is gone, and the
 	 * counter stays usable meanwhile. */
 	enum { NQ = 10 };
-	struct ibv_comp_cntr *m = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *m = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_qp *q[NQ];
 	for (int i = 0; i < NQ; i++) {
 		q[i] = make_qp(16, 16);
@@ -257,7 +236,7 @@ static void test_overlap_and_sharing(void)
 	CHECK_OK(ibv_inc_comp_cntr(m, 5));
 	for (int i = 0; i < NQ; i++) {
 		CHECK_EQ(ibv_destroy_comp_cntr(m), EBUSY);
-		CHECK_EQ(rd(m), 5 + (uint64_t)i); /* still usable after EBUSY */
+		CHECK_EQ(swvt_cntr_read(m), 5 + (uint64_t)i); /* still usable after EBUSY */
 		CHECK_OK(ibv_inc_comp_cntr(m, 1));
 		CHECK_OK(ibv_destroy_qp(q[i]));
 	}
@@ -304,7 +283,7 @@ static void check_matrix_on(struct ibv_qp *qp, enum ibv_qp_type type, bool sq, b
 {
 	uint32_t ok = expected_ok(type, sq, rq);
 	for (int i = 0; i < 8; i++) {
-		struct ibv_comp_cntr *c = create(IBV_COMP_CNTR_TYPE_WRS);
+		struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 		int want = (ok & all_bits[i]) ? 0 : EOPNOTSUPP;
 		int got = attach(qp, c, all_bits[i]);
 		if (got != want) {
@@ -317,7 +296,7 @@ static void check_matrix_on(struct ibv_qp *qp, enum ibv_qp_type type, bool sq, b
 	}
 	/* A mask mixing a supported and an unsupported bit attaches nothing. */
 	if (ok != 0 && ok != (0x3fu | OP_AT | OP_RAT)) {
-		struct ibv_comp_cntr *c = create(IBV_COMP_CNTR_TYPE_WRS);
+		struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 		uint32_t some_ok = ok & -ok, some_bad = 0;
 		for (int i = 0; i < 8 && !some_bad; i++)
 			if (!(ok & all_bits[i]))
@@ -389,7 +368,8 @@ static void test_type_matrix(void)
 			for (int i = 0; i < 8; i++) {
 				struct ibv_qp *qp = make_qp_type(real[t], s, r);
 				CHECK_PTR(qp);
-				struct ibv_comp_cntr *c = create(IBV_COMP_CNTR_TYPE_WRS);
+				struct ibv_comp_cntr *c =
+				    swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 				CHECK_EQ(attach(qp, c, all_bits[i]), (ok & all_bits[i]) ? 0 : EOPNOTSUPP);
 				real_release(qp);
 				CHECK_OK(ibv_destroy_qp(qp));
@@ -444,12 +424,14 @@ static void test_loopback_counting(void)
 	struct ibv_qp *a = make_qp(64, 64), *b = make_qp(64, 64);
 	/* requester side on a: one WRS counter per kind; responder side on b: WRS
 	 * counters, and a BYTES counter for RECV */
-	struct ibv_comp_cntr *send = create(IBV_COMP_CNTR_TYPE_WRS),
-			     *wr = create(IBV_COMP_CNTR_TYPE_WRS), *rd_ = create(IBV_COMP_CNTR_TYPE_WRS),
-			     *at = create(IBV_COMP_CNTR_TYPE_WRS),
-			     *recv_b = create(IBV_COMP_CNTR_TYPE_BYTES),
-			     *rwr = create(IBV_COMP_CNTR_TYPE_WRS), *rrd = create(IBV_COMP_CNTR_TYPE_WRS),
-			     *rat = create(IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *send = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *wr = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *rd_ = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *at = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *recv_b = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES),
+			     *rwr = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *rrd = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *rat = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_OK(attach(a, send, OP_SEND));
 	swvt_pair_to_init(a);
 	swvt_pair_to_init(b);
@@ -473,8 +455,8 @@ static void test_loopback_counting(void)
 	}
 	CHECK_OK(swv_comp_cntr_wait(send, N, TMO_MS));
 	CHECK_OK(swv_comp_cntr_wait(recv_b, bytes, TMO_MS));
-	CHECK_EQ(rd(send), N);
-	CHECK_EQ(rd(recv_b), bytes);
+	CHECK_EQ(swvt_cntr_read(send), N);
+	CHECK_EQ(swvt_cntr_read(recv_b), bytes);
 
 	/* RDMA WRITEs (unsignaled) a -> b, 3000 bytes each (3 packets at MTU 1024) */
 	for (int i = 0; i < N; i++)
@@ -493,17 +475,17 @@ static void test_loopback_counting(void)
 	CHECK_OK(swv_comp_cntr_wait(rat, N, TMO_MS));
 
 	/* Exact, on the right counters only; CQEs only for the signaled ones. */
-	CHECK_EQ(rd(send), N);
-	CHECK_EQ(rd(wr), N);
-	CHECK_EQ(rd(rd_), N);
-	CHECK_EQ(rd(at), N);
-	CHECK_EQ(rd(recv_b), bytes);
-	CHECK_EQ(rd(rwr), N);
-	CHECK_EQ(rd(rrd), N);
-	CHECK_EQ(rd(rat), N);
+	CHECK_EQ(swvt_cntr_read(send), N);
+	CHECK_EQ(swvt_cntr_read(wr), N);
+	CHECK_EQ(swvt_cntr_read(rd_), N);
+	CHECK_EQ(swvt_cntr_read(at), N);
+	CHECK_EQ(swvt_cntr_read(recv_b), bytes);
+	CHECK_EQ(swvt_cntr_read(rwr), N);
+	CHECK_EQ(swvt_cntr_read(rrd), N);
+	CHECK_EQ(swvt_cntr_read(rat), N);
 	struct ibv_comp_cntr *all[] = {send, wr, rd_, at, recv_b, rwr, rrd, rat};
 	for (unsigned i = 0; i < 8; i++)
-		CHECK_EQ(rd_err(all[i]), 0);
+		CHECK_EQ(swvt_cntr_read_err(all[i]), 0);
 	CHECK_EQ(drain_cq(), N / 2 + N /* recv */ + N + N);
 
 	/* Flush: receives still posted on b when it enters ERR complete with
@@ -511,13 +493,13 @@ static void test_loopback_counting(void)
 	for (int i = 0; i < 5; i++)
 		post_recv(b, 65536, 64);
 	to_err(b);
-	for (int t = 0; t < 5000 && rd_err(recv_b) < 5; t++)
+	for (int t = 0; t < 5000 && swvt_cntr_read_err(recv_b) < 5; t++)
 		usleep(1000);
-	CHECK_EQ(rd_err(recv_b), 5);
-	CHECK_EQ(rd(recv_b), bytes);
+	CHECK_EQ(swvt_cntr_read_err(recv_b), 5);
+	CHECK_EQ(swvt_cntr_read(recv_b), bytes);
 	for (unsigned i = 0; i < 8; i++)
 		if (all[i] != recv_b)
-			CHECK_EQ(rd_err(all[i]), 0);
+			CHECK_EQ(swvt_cntr_read_err(all[i]), 0);
 
 	CHECK_OK(ibv_destroy_qp(a));
 	CHECK_OK(ibv_destroy_qp(b));

@@ -12,32 +12,11 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "cntr.h"
 #include "core/comp_cntr.h"
 
 #define MAXV  255u
 #define NCNTR 4
-
-static struct ibv_comp_cntr *create(struct ibv_context *ctx, enum ibv_comp_cntr_type type)
-{
-	struct ibv_comp_cntr_init_attr a = {.type = type};
-	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &a);
-	CHECK_PTR(c);
-	return c;
-}
-
-static uint64_t rd(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_comp_cntr(c, &v));
-	return v;
-}
-
-static uint64_t rd_err(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_err_comp_cntr(c, &v));
-	return v;
-}
 
 static void test_caps(struct ibv_context *ctx)
 {
@@ -56,7 +35,7 @@ static void test_limit(struct ibv_context *ctx)
 {
 	struct ibv_comp_cntr *c[NCNTR];
 	for (int i = 0; i < NCNTR; i++)
-		c[i] = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+		c[i] = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct ibv_comp_cntr_init_attr a = {.type = IBV_COMP_CNTR_TYPE_WRS};
 	errno = 0;
 	CHECK(ibv_create_comp_cntr(ctx, &a) == NULL);
@@ -78,7 +57,7 @@ static void test_limit(struct ibv_context *ctx)
 
 	/* Freeing one makes room for exactly one more; handles stay unique. */
 	CHECK_OK(ibv_destroy_comp_cntr(c[2]));
-	c[2] = create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
+	c[2] = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
 	for (int i = 0; i < NCNTR; i++)
 		for (int j = 0; j < i; j++)
 			CHECK(c[i]->handle != c[j]->handle);
@@ -89,7 +68,7 @@ static void test_limit(struct ibv_context *ctx)
 	/* The limit is per context: a second context has its own four. */
 	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
 	CHECK_PTR(ctx2);
-	struct ibv_comp_cntr *d = create(ctx2, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *d = swvt_cntr_create(ctx2, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_OK(ibv_destroy_comp_cntr(d));
 	CHECK_OK(ibv_close_device(ctx2));
 
@@ -99,29 +78,29 @@ static void test_limit(struct ibv_context *ctx)
 
 static void test_wrap(struct ibv_context *ctx)
 {
-	struct ibv_comp_cntr *c = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 
 	CHECK_EQ(ibv_set_comp_cntr(c, MAXV + 1), EINVAL);
 	CHECK_EQ(ibv_set_err_comp_cntr(c, MAXV + 1), EINVAL);
 	CHECK_EQ(ibv_set_comp_cntr(c, UINT64_MAX), EINVAL);
-	CHECK_EQ(rd(c), 0); /* a refused set leaves the value alone */
+	CHECK_EQ(swvt_cntr_read(c), 0); /* a refused set leaves the value alone */
 	CHECK_OK(ibv_set_comp_cntr(c, MAXV));
-	CHECK_EQ(rd(c), MAXV);
+	CHECK_EQ(swvt_cntr_read(c), MAXV);
 	CHECK_OK(ibv_inc_comp_cntr(c, 1));
-	CHECK_EQ(rd(c), 0);
+	CHECK_EQ(swvt_cntr_read(c), 0);
 	CHECK_OK(ibv_set_comp_cntr(c, 250));
 	CHECK_OK(ibv_inc_comp_cntr(c, 10));
-	CHECK_EQ(rd(c), 4);
+	CHECK_EQ(swvt_cntr_read(c), 4);
 	CHECK_OK(ibv_inc_comp_cntr(c, 256)); /* a full turn */
-	CHECK_EQ(rd(c), 4);
+	CHECK_EQ(swvt_cntr_read(c), 4);
 	CHECK_OK(ibv_inc_comp_cntr(c, 1000));
-	CHECK_EQ(rd(c), (4 + 1000) % 256);
+	CHECK_EQ(swvt_cntr_read(c), (4 + 1000) % 256);
 	CHECK_OK(ibv_inc_comp_cntr(c, UINT64_MAX)); /* 2^64-1 = 255 mod 256 */
-	CHECK_EQ(rd(c), (4 + 1000 + 255) % 256);
+	CHECK_EQ(swvt_cntr_read(c), (4 + 1000 + 255) % 256);
 
 	CHECK_OK(ibv_set_err_comp_cntr(c, MAXV - 1));
 	CHECK_OK(ibv_inc_err_comp_cntr(c, 3));
-	CHECK_EQ(rd_err(c), 1);
+	CHECK_EQ(swvt_cntr_read_err(c), 1);
 
 	/* The data path wraps the same way, for both values. */
 	CHECK_OK(ibv_set_comp_cntr(c, 0));
@@ -130,14 +109,14 @@ static void test_wrap(struct ibv_context *ctx)
 		swv_comp_cntr_complete(c, true, 0);
 	for (int i = 0; i < 260; i++)
 		swv_comp_cntr_complete(c, false, 0);
-	CHECK_EQ(rd(c), 300 % 256);
-	CHECK_EQ(rd_err(c), 260 % 256);
+	CHECK_EQ(swvt_cntr_read(c), 300 % 256);
+	CHECK_EQ(swvt_cntr_read_err(c), 260 % 256);
 
 	/* BYTES: 1000 bytes at a time, modulo 256 */
-	struct ibv_comp_cntr *b = create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
+	struct ibv_comp_cntr *b = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_BYTES);
 	for (int i = 0; i < 7; i++)
 		swv_comp_cntr_complete(b, true, 1000);
-	CHECK_EQ(rd(b), 7000 % 256);
+	CHECK_EQ(swvt_cntr_read(b), 7000 % 256);
 
 	/* Thresholds above max_value can never be reached. */
 	CHECK_EQ(swv_comp_cntr_wait(c, MAXV + 1, 0), EINVAL);
@@ -164,15 +143,15 @@ static void *inc_thread(void *p)
 /* The CAS loop of narrow counters loses nothing under contention. */
 static void test_concurrent_wrap(struct ibv_context *ctx)
 {
-	struct ibv_comp_cntr *c = create(ctx, IBV_COMP_CNTR_TYPE_WRS);
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	pthread_t th[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++)
 		CHECK_OK(pthread_create(&th[i], NULL, inc_thread, c));
 	for (int i = 0; i < NTHREADS; i++)
 		CHECK_OK(pthread_join(th[i], NULL));
 	uint64_t total = (uint64_t)NTHREADS * NINC * 3 + (uint64_t)NTHREADS * NINC / 2;
-	CHECK_EQ(rd(c), total % 256);
-	CHECK_EQ(rd_err(c), ((uint64_t)NTHREADS * NINC / 2) % 256);
+	CHECK_EQ(swvt_cntr_read(c), total % 256);
+	CHECK_EQ(swvt_cntr_read_err(c), ((uint64_t)NTHREADS * NINC / 2) % 256);
 	CHECK_OK(ibv_destroy_comp_cntr(c));
 }
 

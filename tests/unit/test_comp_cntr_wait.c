@@ -20,6 +20,7 @@
 #include <infiniband/verbs.h>
 
 #include "check.h"
+#include "cntr.h"
 #include "inproc.h"
 #include "core/comp_cntr.h"
 
@@ -35,14 +36,6 @@ static uint64_t now_ns(clockid_t clk)
 static uint64_t mono_ms(void)
 {
 	return now_ns(CLOCK_MONOTONIC) / 1000000ull;
-}
-
-static struct ibv_comp_cntr *create(void)
-{
-	struct ibv_comp_cntr_init_attr a = {.type = IBV_COMP_CNTR_TYPE_WRS};
-	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &a);
-	CHECK_PTR(c);
-	return c;
 }
 
 /* A helper thread that sleeps, then changes the counter. */
@@ -95,7 +88,7 @@ static pthread_t start_later(struct later *l)
 
 static void test_wait_args(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_EQ(swv_comp_cntr_wait(NULL, 0, 0), EINVAL);
 	/* Already reached, whatever the timeout. */
 	CHECK_OK(swv_comp_cntr_wait(c, 0, 0));
@@ -113,7 +106,7 @@ static void test_wait_args(void)
 
 static void test_wait_timeout(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	uint64_t t0 = mono_ms();
 	CHECK_EQ(swv_comp_cntr_wait(c, 1, 100), ETIMEDOUT);
 	uint64_t dt = mono_ms() - t0;
@@ -124,7 +117,7 @@ static void test_wait_timeout(void)
 
 static void test_wait_reached(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	/* By increments through the API, the data path and a plain set. */
 	for (int what = 0; what <= 3; what++) {
 		if (what == 1)
@@ -154,7 +147,7 @@ static void test_wait_reached(void)
 
 static void test_wait_error(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	/* Errors counted before the wait began do not end it. */
 	CHECK_OK(ibv_inc_err_comp_cntr(c, 4));
 	CHECK_EQ(swv_comp_cntr_wait(c, 1, 20), ETIMEDOUT);
@@ -197,7 +190,7 @@ static void test_wait_error(void)
 /* A long wait sleeps: its thread's CPU time stays far below the wall time. */
 static void test_wait_no_spin(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
 	CHECK_EQ(swv_comp_cntr_wait(c, 1, 300), ETIMEDOUT);
 	uint64_t cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, wall = now_ns(CLOCK_MONOTONIC) - w0;
@@ -221,7 +214,7 @@ static void test_wait_no_spin(void)
 /* Wake-up latency of a sleeping waiter (printed; bounded only generously). */
 static void test_wait_latency(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	enum { N = 41 };
 	uint64_t lat[N];
 	for (int i = 0; i < N; i++) {
@@ -276,7 +269,8 @@ static void *pp_thread(void *p)
 
 static void test_wait_pingpong(void)
 {
-	struct ibv_comp_cntr *x = create(), *y = create();
+	struct ibv_comp_cntr *x = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS),
+			     *y = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct pp a = {.mine = x, .theirs = y, .rounds = PP_ROUNDS, .first = true};
 	struct pp b = {.mine = y, .theirs = x, .rounds = PP_ROUNDS, .first = false};
 	pthread_t ta, tb;
@@ -311,7 +305,7 @@ static void *waiter_thread(void *p)
 
 static void test_wait_many(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	struct waiter w[6];
 	pthread_t th[6];
 	for (int i = 0; i < 6; i++) {
@@ -373,7 +367,7 @@ static void drain(int fd)
 
 static void test_fd(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 
 	errno = 0;
 	CHECK_EQ(swv_comp_cntr_get_fd(NULL), -1);
@@ -467,7 +461,7 @@ static void test_fd(void)
 	CHECK_EQ(errno, EBADF);
 
 	/* arm before get_fd creates the fd in armed mode. */
-	c = create();
+	c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	CHECK_OK(swv_comp_cntr_arm(c, 2));
 	fd = swv_comp_cntr_get_fd(c);
 	CHECK(fd >= 0);
@@ -484,7 +478,7 @@ static void test_fd(void)
  * fires exactly while the fd is watched (no lost fd wake-up). */
 static void test_fd_race(void)
 {
-	struct ibv_comp_cntr *c = create();
+	struct ibv_comp_cntr *c = swvt_cntr_create(ctx, IBV_COMP_CNTR_TYPE_WRS);
 	int fd = swv_comp_cntr_get_fd(c);
 	CHECK(fd >= 0);
 	int ep = epfd_for(fd);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cntr.h"
 #include "inproc.h"
 #include "core/async.h"
 #include "core/context.h"
@@ -193,19 +194,6 @@ static void fill(uint8_t *p, uint32_t len, uint8_t seed)
 		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
 }
 
-static uint64_t cval(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_comp_cntr(c, &v));
-	return v;
-}
-static uint64_t cerr(struct ibv_comp_cntr *c)
-{
-	uint64_t v;
-	CHECK_OK(ibv_read_err_comp_cntr(c, &v));
-	return v;
-}
-
 /* ---- destroy waiting for an ack, in a thread ---- */
 
 struct destroyer {
@@ -294,8 +282,8 @@ int main(void)
 	expect_wc(1, A, IBV_WC_SUCCESS, IBV_WC_RECV, sizeof(a));
 	CHECK(memcmp(buf, a, sizeof(a)) == 0);
 	CHECK(memcmp(buf + 4096, b, sizeof(b)) == 0);
-	CHECK_EQ(cval(cA), 1);
-	CHECK_EQ(cval(cB), 1);
+	CHECK_EQ(swvt_cntr_read(cA), 1);
+	CHECK_EQ(swvt_cntr_read(cB), 1);
 
 	/* 2. Limit: armed at 4 with 5 posted; the take leaving 3 fires it, once. */
 	for (uint64_t i = 4; i <= 7; i++)
@@ -323,7 +311,7 @@ int main(void)
 	expect_wc(6, B, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
 	expect_event(IBV_EVENT_SRQ_LIMIT_REACHED, srq);
 	expect_no_event();
-	CHECK_EQ(cval(cB), 5);
+	CHECK_EQ(swvt_cntr_read(cB), 5);
 
 	/* 3. RNR: the last WQE goes to A, then the SRQ is empty. */
 	rx(A, SWV_OP_SEND_ONLY, pA++, a, 64, 0, 0);
@@ -364,7 +352,7 @@ int main(void)
 	CHECK(wc.wc_flags & IBV_WC_WITH_IMM);
 	CHECK_EQ(ntohl(wc.imm_data), 0x1234);
 	CHECK(memcmp(buf + 32768, w, sizeof(w)) == 0);
-	CHECK_EQ(cval(cA), 4);
+	CHECK_EQ(swvt_cntr_read(cA), 4);
 
 	/* 6. A enters ERR while holding WQE 12 (SEND in progress): 12 is flushed on A,
 	 * 13 stays in the SRQ and B gets it; Last WQE Reached is reported once. */
@@ -387,10 +375,10 @@ int main(void)
 	CHECK_EQ(swv_srq_count(S), 1);
 	rx(B, SWV_OP_SEND_ONLY, pB++, b, 10, 0, 0);
 	expect_wc(13, B, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
-	CHECK_EQ(cval(cA), 4);
-	CHECK_EQ(cerr(cA), 1); /* the flushed WQE, on the QP that held it */
-	CHECK_EQ(cval(cB), 6);
-	CHECK_EQ(cerr(cB), 0);
+	CHECK_EQ(swvt_cntr_read(cA), 4);
+	CHECK_EQ(swvt_cntr_read_err(cA), 1); /* the flushed WQE, on the QP that held it */
+	CHECK_EQ(swvt_cntr_read(cB), 6);
+	CHECK_EQ(swvt_cntr_read_err(cB), 0);
 
 	/* 7. Async events outliving their objects (core/async.h). */
 	/* 7a. unread event about a QP that is destroyed: withdrawn with it */
