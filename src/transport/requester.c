@@ -375,6 +375,18 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 	return (int)sent;
 }
 
+/* Whether the packets of w left at the cursor go out as one GSO run (send_data_run):
+ * two or more of a SEND/WRITE, past a WRITE's FIRST, whose RETH makes it longer than
+ * the rest. */
+static bool gso_run_fits(const struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	const struct swv_req_state *r = &qp->req;
+	bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
+					       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+	return !is_rd_atomic(w->opcode) && !write_first && w->npkts - r->cur_pkt >= 2 &&
+	       swv_ep_gso_usable(qp->ep);
+}
+
 /* The head WQE failed locally (e.g. LOC_PROT_ERR while gathering): complete it and
  * move to ERR. Later WQEs flush. */
 static void fail_head(struct swv_qp *qp, int status)
@@ -437,11 +449,7 @@ static void run_unreliable(struct swv_qp *qp)
 				swv_fc_tx_blocked(qp);
 				goto out;
 			}
-			/* Two or more UC packets left (past a WRITE's longer FIRST): one GSO run. */
-			bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
-							       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
-			if (!write_first && w->npkts - r->cur_pkt >= 2 && room >= 2 &&
-			    swv_ep_gso_usable(qp->ep)) {
+			if (room >= 2 && gso_run_fits(qp, w)) {
 				bool again = false;
 				int n = send_data_run(qp, w, psn, SWV_MIN(w->npkts - r->cur_pkt, room),
 						      &again);
@@ -554,13 +562,7 @@ void swv_req_run(struct swv_qp *qp)
 			w->state = SWV_WQE_STARTED;
 			r->started = r->cur + 1;
 		}
-		/* Two or more packets of a SEND/WRITE left (past a WRITE's FIRST, whose RETH
-		 * makes it longer than the rest): send them as one GSO run. */
-		bool data_op = !is_rd_atomic(w->opcode);
-		bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
-						       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
-		if (data_op && !write_first && w->npkts - r->cur_pkt >= 2 &&
-		    swv_ep_gso_usable(qp->ep)) {
+		if (gso_run_fits(qp, w)) {
 			uint32_t room = (swv_psn_add(r->una_psn, r->window) - psn) & SWV_PSN_MASK;
 			bool again = false;
 			int n = send_data_run(qp, w, psn, room, &again);
