@@ -35,11 +35,6 @@ static bool is_atomic(uint32_t op)
 	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-static uint64_t ack_timeout_ns(const struct swv_qp *qp)
-{
-	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
-}
-
 static struct swv_send_wqe *head_wqe(struct swv_qp *qp)
 {
 	if (qp->sq.head == qp->req.started)
@@ -78,25 +73,50 @@ static void rewind_cursor(struct swv_qp *qp)
 }
 
 /* A retry caused by a timeout, a sequence NAK or a lost response: counts against
- * retry_cnt (7 = infinite, like rxe). False when retries are exhausted (the head
- * WQE completed with RETRY_EXC_ERR and the QP is in ERR). */
+ * retry_cnt, which is a count for every value 0-7 (only rnr_retry 7 means infinite,
+ * docs/responder.md "Retry rules"). False when retries are exhausted (the head WQE
+ * completed with RETRY_EXC_ERR and the QP is in ERR). */
 static bool retry(struct swv_qp *qp, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	r->n_retries++;
 	swv_log(SWV_LOG_DEBUG, "qp %#x: retry (%s) from psn %#x, head %u cur %u tail %u, left %u",
 		qp->qpn, why, r->una_psn, qp->sq.head, r->cur, qp->sq.tail, r->retry_left);
-	if (qp->attr.retry_cnt != 7) {
-		if (r->retry_left == 0) {
-			comp_head(qp, IBV_WC_RETRY_EXC_ERR);
-			return false;
-		}
-		r->retry_left--;
+	if (r->retry_left == 0) {
+		comp_head(qp, IBV_WC_RETRY_EXC_ERR);
+		return false;
 	}
+	r->retry_left--;
 	rewind_cursor(qp);
-	uint64_t tmo = ack_timeout_ns(qp);
+	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
 	return true;
+}
+
+/* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
+ * loss already acted on: the responses in flight when the retry began all repeat the
+ * same evidence. An eighth of the ACK timeout (at least 1 ms) covers a round trip on a
+ * loaded host; a second loss inside it is recovered by the ACK timeout. */
+static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
+{
+	uint64_t h = swv_ack_timeout_ns(qp) / 8;
+	return h > 1000000 ? h : 1000000;
+}
+
+/* An implied NAK: a response for a later PSN while the head READ/atomic still misses
+ * its own, or a gap inside the head READ's responses. One retry per hold-off period,
+ * and at once again after progress; one lost response used to cost a retry per later
+ * response and so end the connection (docs/responder.md "Retry rules"). */
+static void implied_nak(struct swv_qp *qp, const char *why)
+{
+	struct swv_req_state *r = &qp->req;
+	uint64_t now = swv_now_ns();
+	if (r->implied_retry_at && now - r->implied_retry_at < implied_holdoff_ns(qp)) {
+		r->n_dup_resp++;
+		return;
+	}
+	r->implied_retry_at = now;
+	retry(qp, why);
 }
 
 static void progress_made(struct swv_qp *qp)
@@ -104,7 +124,8 @@ static void progress_made(struct swv_qp *qp)
 	struct swv_req_state *r = &qp->req;
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
-	uint64_t tmo = ack_timeout_ns(qp);
+	r->implied_retry_at = 0;
+	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = (tmo && head_wqe(qp)) ? swv_now_ns() + tmo : 0;
 }
 
@@ -129,7 +150,7 @@ static void set_una_from_head(struct swv_qp *qp)
  * retry counters are reloaded only by real progress. */
 static void read_alive(struct swv_qp *qp)
 {
-	uint64_t tmo = ack_timeout_ns(qp);
+	uint64_t tmo = swv_ack_timeout_ns(qp);
 	if (tmo)
 		qp->req.ack_deadline = swv_now_ns() + tmo;
 }
@@ -167,18 +188,6 @@ static enum retire_result retire(struct swv_qp *qp, uint32_t psn, bool inclusive
 	return RETIRE_OK;
 }
 
-/* A later PSN was answered while a READ/atomic at the head was not: retry once per
- * new piece of evidence (duplicate ACKs for the same PSN do not retry again). */
-static bool lost_response(struct swv_qp *qp, uint32_t psn)
-{
-	struct swv_req_state *r = &qp->req;
-	if (r->lost_trigger_valid && swv_psn_cmp(psn, r->lost_trigger_psn) <= 0)
-		return true;
-	r->lost_trigger_valid = true;
-	r->lost_trigger_psn = psn;
-	return retry(qp, "lost response");
-}
-
 static int nak_status(uint8_t code)
 {
 	switch (code) {
@@ -204,7 +213,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			lost_response(qp, psn);
+			implied_nak(qp, "lost response");
 			return;
 		}
 		{
@@ -223,7 +232,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			lost_response(qp, psn);
+			implied_nak(qp, "lost response");
 			return;
 		}
 		struct swv_send_wqe *w = head_wqe(qp);
@@ -312,7 +321,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	if (rr == RETIRE_ERR)
 		return;
 	if (rr == RETIRE_LOST) {
-		lost_response(qp, psn);
+		implied_nak(qp, "lost response");
 		return;
 	}
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -334,19 +343,9 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		return;
 	}
 	if (d > 0) {
-		/* A response packet was lost: ask again for the rest right away instead
-		 * of waiting for the ACK timeout -- once per missing PSN, and again when
-		 * the last response of the latest request shows that request answered
-		 * without the missing packet. */
-		uint32_t req_last = swv_psn_add(w->first_psn,
-						(w->read_req_end ? w->read_req_end - 1 : 0) / qp->mtu);
-		bool req_done = psn == req_last && (pkt->opcode == SWV_OP_READ_RESP_LAST ||
-						    pkt->opcode == SWV_OP_READ_RESP_ONLY);
-		if (!r->gap_retry_valid || r->gap_retry_psn != expect || req_done) {
-			r->gap_retry_valid = true;
-			r->gap_retry_psn = expect;
-			retry(qp, "read response gap");
-		}
+		/* A response packet was lost: ask again for the rest right away instead of
+		 * waiting for the ACK timeout. */
+		implied_nak(qp, "read response gap");
 		return;
 	}
 	bool last = pkt->opcode == SWV_OP_READ_RESP_LAST || pkt->opcode == SWV_OP_READ_RESP_ONLY;
@@ -369,7 +368,6 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	}
 	r->read_off = (uint32_t)end;
 	r->una_psn = swv_psn_add(psn, 1);
-	r->gap_retry_valid = false;
 	*progress = true;
 	if (end == w->length)
 		comp_head(qp, IBV_WC_SUCCESS);
@@ -389,7 +387,7 @@ static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool
 	if (rr == RETIRE_ERR)
 		return;
 	if (rr == RETIRE_LOST) {
-		lost_response(qp, psn);
+		implied_nak(qp, "lost response");
 		return;
 	}
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -454,7 +452,6 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 	if (progress) {
 		set_una_from_head(qp);
 		progress_made(qp);
-		r->lost_trigger_valid = r->lost_trigger_valid && head_wqe(qp) != NULL;
 		/* acknowledged past the NAKed PSN: a NAK for it 2^24 PSNs on is new */
 		if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
 			r->seq_nak_valid = false;

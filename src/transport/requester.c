@@ -60,6 +60,11 @@ static uint32_t compute_window(struct swv_qp *qp)
 	return w;
 }
 
+uint64_t swv_ack_timeout_ns(const struct swv_qp *qp)
+{
+	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
+}
+
 void swv_req_reset(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -72,11 +77,6 @@ void swv_req_reset(struct swv_qp *qp)
 	swv_fc_tx_reset(qp);
 }
 
-static uint64_t ack_timeout_ns(const struct swv_qp *qp)
-{
-	/* 4.096 us x 2^timeout; 0 = no timer. */
-	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
-}
 
 void swv_req_update_timer(struct swv_qp *qp)
 {
@@ -154,8 +154,6 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
 		r->started = idx + 1;
 	qp->sq.head = idx + 1;
 	r->read_off = 0;
-	r->gap_retry_valid = false;
-	r->lost_trigger_valid = false;
 	return swv_complete(qp, &c);
 }
 
@@ -510,7 +508,7 @@ void swv_req_post(struct swv_qp *qp)
 void swv_req_run(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
-	uint64_t tmo = ack_timeout_ns(qp);
+	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 	bool sent = false;
 

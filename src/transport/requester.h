@@ -10,8 +10,9 @@
  * rewind. A retry rewinds the cursor to head (go-back-N); packets of the head WQE that
  * were already acknowledged are skipped.
  *
- * retry_cnt = 7 is treated as infinite, as rxe does (roce-wire.md 4.4); rnr_retry = 7
- * is infinite as the IB specification says.
+ * retry_cnt 0-7 is that many transport retries (7 included, as on hardware HCAs);
+ * only rnr_retry = 7 means infinite, as the IB specification says (docs/responder.md,
+ * "Retry rules").
  */
 #ifndef SWV_TRANSPORT_REQUESTER_H
 #define SWV_TRANSPORT_REQUESTER_H
@@ -57,11 +58,9 @@ struct swv_req_state {
 	uint32_t pkts_since_ackreq;
 	/* read response placement */
 	uint32_t read_off;     /* bytes of the head READ placed so far */
-	/* a lost READ/atomic response triggers one retry per new evidence */
-	uint32_t lost_trigger_psn;
-	bool lost_trigger_valid;
-	uint32_t gap_retry_psn; /* READ response gap retried for this expected PSN */
-	bool gap_retry_valid;
+	/* ns of the last implied-NAK retry (a lost READ/atomic response), 0 after
+	 * progress: the echoes of one loss must not spend more retries (completer.c) */
+	uint64_t implied_retry_at;
 	/* The responder sends one sequence NAK per gap and one RNR NAK per refusal, so
 	 * a second one for the same PSN is a copy (network duplicate or late): it must
 	 * not start another go-back-N nor spend another retry. */
@@ -91,6 +90,8 @@ void swv_req_reset(struct swv_qp *qp);
 int swv_req_complete_head(struct swv_qp *qp, int status);
 /* Re-arm qp->timer_deadline from the requester's deadlines. */
 void swv_req_update_timer(struct swv_qp *qp);
+/* Local ACK timeout of the QP's timeout attribute: 4.096 us x 2^timeout; 0 = none. */
+uint64_t swv_ack_timeout_ns(const struct swv_qp *qp);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 

@@ -253,12 +253,13 @@ static void test_nak_progress_reloads(void)
 	CHECK_EQ(tx_psn[ntx - (int)(3 * NWQE - 5)], PSN0 + 5);
 }
 
-/* Timeouts with no response at all: retry_cnt retries, then RETRY_EXC_ERR. */
-static void test_timeouts_exhaust(void)
+/* Timeouts with no response at all: retry_cnt retries, then RETRY_EXC_ERR -- for
+ * every retry_cnt, 7 included (7 is a count, not "infinite"; only rnr_retry 7 is). */
+static void test_timeouts_exhaust(uint8_t retry_cnt)
 {
-	setup(3, 7);
+	setup(retry_cnt, 7);
 	swv_req_run(qp);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < retry_cnt; i++) {
 		swv_req_timer(qp, qp->req.ack_deadline);
 		CHECK_EQ(qp->state, IBV_QPS_RTS);
 		CHECK_EQ(count_tx(PSN0), 2 + i);
@@ -267,6 +268,94 @@ static void test_timeouts_exhaust(void)
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(count_tx(PSN0), 1 + retry_cnt);
+}
+
+/* The first n_reads WQEs become RDMA READs of 4 response packets each. */
+static void make_reads(unsigned n_reads)
+{
+	qp->attr.max_rd_atomic = 4;
+	for (uint32_t i = 0; i < n_reads; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		w->opcode = IBV_WR_RDMA_READ;
+		w->length = 4 * MTU;
+		w->sge[0].length = 4 * MTU;
+	}
+}
+
+static void read_response(uint32_t psn, uint8_t opcode)
+{
+	static uint8_t payload[MTU];
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | opcode;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.payload = payload;
+	p.paylen = MTU;
+	swv_comp_rx(qp, &p);
+}
+
+static void read_responses(uint32_t first_psn, unsigned from, unsigned to)
+{
+	static const uint8_t ops[4] = {SWV_OP_READ_RESP_FIRST, SWV_OP_READ_RESP_MIDDLE,
+				       SWV_OP_READ_RESP_MIDDLE, SWV_OP_READ_RESP_LAST};
+	for (unsigned i = from; i < to; i++)
+		read_response(first_psn + i, ops[i]);
+}
+
+/* READ A (PSN0..+3) gets only its FIRST response while READ B's four (PSN0+4..+7)
+ * arrive: every one of B's responses says A lost one, but it is one loss, so one retry
+ * -- with retry_cnt 3 the connection used to die within B's four responses. */
+static void test_read_response_lost(void)
+{
+	setup(3, 7);
+	make_reads(2);
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 2); /* one request packet per READ */
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0 + 4, 0, 4);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(ncomps, 0);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.retry_left, 2);
+	/* the retry asked again for A's remaining three packets, and for B */
+	CHECK_EQ(count_tx(PSN0 + 1), 1);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	/* a duplicate of B's LAST, as the network may deliver: still the same loss */
+	read_response(PSN0 + 7, SWV_OP_READ_RESP_LAST);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	/* the replay arrives: both complete */
+	read_responses(PSN0, 1, 4);
+	CHECK_EQ(ncomps, 1);
+	read_responses(PSN0 + 4, 0, 4);
+	CHECK_EQ(ncomps, 2);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.retry_left, 3);
+}
+
+/* A gap inside the head READ's responses: the responses after the gap repeat the same
+ * evidence; one retry. Progress (the missing packet replayed) re-arms the rule, so a
+ * second, later loss is again acted on at once. */
+static void test_read_gap_once(void)
+{
+	setup(3, 7);
+	make_reads(1);
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 2, 4); /* PSN0+1 lost */
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	read_responses(PSN0, 1, 2); /* the replay of +1: progress */
+	read_responses(PSN0, 3, 4); /* +2 lost this time */
+	CHECK_EQ(qp->req.n_retries, 2u);
+	CHECK_EQ(qp->req.retry_left, 2); /* reloaded by the progress, then one retry */
+	read_responses(PSN0, 2, 4);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
 }
 
 /* A copy of the RNR NAK being waited out does not count against rnr_retry again. */
@@ -294,7 +383,11 @@ int main(void)
 {
 	test_dup_seq_nak();
 	test_nak_progress_reloads();
-	test_timeouts_exhaust();
+	test_timeouts_exhaust(0);
+	test_timeouts_exhaust(3);
+	test_timeouts_exhaust(7);
+	test_read_response_lost();
+	test_read_gap_once();
 	test_dup_rnr_nak();
 	if (qp)
 		free(qp->sq.buf);
