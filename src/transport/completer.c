@@ -299,6 +299,13 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			}
 			r->seq_nak_valid = true;
 			r->seq_nak_psn = psn;
+			if (rr == RETIRE_LOST) {
+				/* the responder executed the head READ/atomic (it NAKs a later
+				 * PSN): its response is what was lost, the same evidence the
+				 * responses after it give; one rewind serves both losses */
+				implied_nak(qp, "lost response (sequence NAK)");
+				return;
+			}
 			retry(qp, "sequence NAK");
 			return;
 		}

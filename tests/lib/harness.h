@@ -40,8 +40,8 @@ struct swvt_opts {
 	enum swvt_addr_mode addr_mode;
 	/* QP attributes (RESET->INIT->RTR->RTS) */
 	enum ibv_mtu path_mtu;      /* IBV_MTU_1024 */
-	uint8_t timeout;            /* 14 (67 ms); 0 = infinite */
-	uint8_t retry_cnt;          /* 7 */
+	uint8_t timeout;            /* 16 (268 ms); 0 = infinite */
+	uint8_t retry_cnt;          /* 7 (seven retries: finite) */
 	uint8_t rnr_retry;          /* 7 (infinite) */
 	uint8_t min_rnr_timer;      /* 1 (0.01 ms) */
 	uint8_t max_rd_atomic;      /* 4 */

@@ -44,6 +44,10 @@ static void post(struct swvt *t, enum ibv_wr_opcode op, uint32_t lkey, uint32_t 
 	CHECK_OK(ibv_post_send(t->qp, &wr, &bad));
 }
 
+/* Requester-side error completions that were RETRY_EXC_ERR: the NAK was lost (this
+ * process only; the requester is the parent). */
+static int n_retry_exc;
+
 /* Count the CQEs a side must see: every error is reported, signaled or not. */
 static void expect_error_cqes(struct ibv_cq *cq, int n_err_total, enum ibv_wc_status first)
 {
@@ -57,6 +61,7 @@ static void expect_error_cqes(struct ibv_cq *cq, int n_err_total, enum ibv_wc_st
 			non_flush++;
 			/* Under packet loss the NAK may be lost and retries run out instead. */
 			CHECK(wc[i].status == first || wc[i].status == IBV_WC_RETRY_EXC_ERR);
+			n_retry_exc += wc[i].status == IBV_WC_RETRY_EXC_ERR;
 		}
 	}
 	CHECK_EQ(non_flush, first == IBV_WC_WR_FLUSH_ERR ? 0 : 1);
@@ -196,5 +201,29 @@ int main(void)
 		if (cntr_run_plain_and_faulty(&o, side, side, &args[f]))
 			return 1;
 	}
+
+	/* A bad-rkey WRITE at retry_cnt 7 under loss, many seeds. Whether its NAK gets
+	 * through (REM_ACCESS_ERR) or is lost (the responder, in ERR since, drops the
+	 * retries: RETRY_EXC_ERR after seven of them), the error and the flushes always
+	 * arrive and the counts are exact; retry_cnt 7 used to retry forever. */
+	static struct arg bad_write = {BAD_RKEY_WRITE};
+	swvt_opts_default(&o);
+	o.stop_at = IBV_QPS_INIT;
+	o.retry_cnt = 7;
+	o.timeout = 16; /* good WRs survive a ~2 s stall; a lost NAK costs (7 + 1) x 268 ms */
+	n_retry_exc = 0;
+	for (int seed = 1; seed <= 24; seed++) {
+		char spec[64];
+		snprintf(spec, sizeof(spec), "seed=%d,drop=10,dup=3", seed);
+		setenv("SWVERBS_FAULT", spec, 1);
+		if (swvt_run(&o, side, side, &bad_write)) {
+			fprintf(stderr, "bad rkey RDMA WRITE, retry_cnt 7, %s: FAILED\n", spec);
+			return 1;
+		}
+	}
+	unsetenv("SWVERBS_FAULT");
+	printf("bad rkey RDMA WRITE, retry_cnt 7, 24 seeds at 10%% drop + 3%% dup: ok (%d ended "
+	       "in RETRY_EXC_ERR: NAK lost)\n",
+	       n_retry_exc);
 	return 0;
 }

@@ -197,6 +197,6 @@ int main(void)
 	/* And under injected loss, duplication and reordering. */
 	setenv("SWVERBS_FAULT", "seed=3,drop=5,dup=2,reorder=2", 0);
 	o.path_mtu = IBV_MTU_1024;
-	o.timeout = 10;
+	o.timeout = 16; /* finite retries: tolerate a peer unscheduled for ~2 s */
 	return swvt_run(&o, requester, responder, NULL);
 }

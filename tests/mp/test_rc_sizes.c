@@ -118,8 +118,9 @@ int main(void)
 	struct swvt_opts o;
 	swvt_opts_default(&o);
 	o.buf_size = MIB + 8192;
-	/* Small ACK timeout so that runs under injected loss stay short. */
-	o.timeout = 10;
+	/* retry_cnt 7 is finite: the timeout must outlast a loaded machine's stalls
+	 * ((7 + 1) x 268 ms); losses are recovered by NAKs, the timeout only for a tail */
+	o.timeout = 16;
 	for (enum ibv_mtu m = IBV_MTU_256; m <= IBV_MTU_4096; m++) {
 		o.path_mtu = m;
 		make_sizes(128u << m);

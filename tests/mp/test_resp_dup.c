@@ -199,6 +199,6 @@ int main(void)
 	struct swvt_opts o;
 	swvt_opts_default(&o);
 	o.stop_at = IBV_QPS_INIT;
-	o.timeout = 10; /* 4 ms: recover reordered/dropped quickly */
+	o.timeout = 16; /* finite retries: tolerate a peer unscheduled for ~2 s */
 	return swvt_run(&o, requester, responder, NULL);
 }

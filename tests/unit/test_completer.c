@@ -336,6 +336,29 @@ static void test_read_response_lost(void)
 	CHECK_EQ(qp->req.retry_left, 3);
 }
 
+/* A sequence NAK for a PSN past the head READ says the READ executed, so its response
+ * was lost -- the same loss the READ responses after it report: one retry, however
+ * many NAKs (each for a new gap past it) and responses arrive in the hold-off. */
+static void test_seq_nak_past_read(void)
+{
+	setup(3, 7);
+	make_reads(1); /* READ PSN0..+3, then three 3-packet WRITEs +4..+12 */
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	respond(PSN0 + 6, 0x60);
+	respond(PSN0 + 9, 0x60);
+	read_responses(PSN0, 3, 4);
+	respond(PSN0 + 11, 0x60);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	read_responses(PSN0, 1, 4);
+	respond(PSN0 + 12, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
 /* A gap inside the head READ's responses: the responses after the gap repeat the same
  * evidence; one retry. Progress (the missing packet replayed) re-arms the rule, so a
  * second, later loss is again acted on at once. */
@@ -388,6 +411,7 @@ int main(void)
 	test_timeouts_exhaust(7);
 	test_read_response_lost();
 	test_read_gap_once();
+	test_seq_nak_past_read();
 	test_dup_rnr_nak();
 	if (qp)
 		free(qp->sq.buf);
