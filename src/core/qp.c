@@ -203,6 +203,17 @@ int swv_qp_destroy(struct swv_qp *qp)
 			qp->qpn, (unsigned long long)qp->req.fc.n_blocked,
 			(unsigned long long)qp->req.fc.n_probes,
 			(unsigned long long)qp->resp.fc.n_credits);
+	if (qp->type == IBV_QPT_RC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
+			"ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
+			"responses; responder: %llu sequence NAKs sent",
+			qp->qpn, (unsigned long long)qp->req.n_pkts,
+			(unsigned long long)qp->req.n_probes,
+			(unsigned long long)qp->req.n_retries, (unsigned long long)qp->req.n_timeouts,
+			(unsigned long long)qp->req.n_seq_naks, (unsigned long long)qp->req.n_rnr_naks,
+			(unsigned long long)qp->req.n_dup_resp,
+			(unsigned long long)qp->resp.stats.seq_naks);
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);

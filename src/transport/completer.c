@@ -72,6 +72,15 @@ static void rewind_cursor(struct swv_qp *qp)
 	}
 }
 
+/* The next tail-loss probe, later than the last (see swv_req_probe_ns). */
+static void arm_probe(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	if (r->probe_backoff < 8)
+		r->probe_backoff++;
+	r->probe_at = swv_ack_timeout_ns(qp) ? swv_now_ns() + swv_req_probe_ns(qp) : 0;
+}
+
 /* A retry caused by a timeout, a sequence NAK or a lost response: counts against
  * retry_cnt, which is a count for every value 0-7 (only rnr_retry 7 means infinite,
  * docs/responder.md "Retry rules"). False when retries are exhausted (the head WQE
@@ -87,46 +96,79 @@ static bool retry(struct swv_qp *qp, const char *why)
 		return false;
 	}
 	r->retry_left--;
+	r->cwnd = r->cwnd / 2 > SWV_CWND_MIN ? r->cwnd / 2 : SWV_CWND_MIN;
 	rewind_cursor(qp);
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
+	r->rtt_at = 0; /* Karn: an ACK after a resend times no one transmission */
+	arm_probe(qp); /* in case this resend is lost too */
 	return true;
 }
 
 /* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
- * loss already acted on: the responses in flight when the retry began all repeat the
- * same evidence. An eighth of the ACK timeout (at least 1 ms) covers a round trip on a
- * loaded host; a second loss inside it is recovered by the ACK timeout. */
+ * loss already acted on: every response in flight when the retry began repeats the
+ * same evidence. Twice the smoothed round trip, so a loss in the retry's own answer is
+ * acted on soon after that answer could have arrived; never less than 200 us nor more
+ * than an eighth of the ACK timeout (1 ms without a timer); before a round trip was
+ * measured, that maximum. */
 static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
 {
-	uint64_t h = swv_ack_timeout_ns(qp) / 8;
-	return h > 1000000 ? h : 1000000;
+	uint64_t tmo = swv_ack_timeout_ns(qp);
+	uint64_t max = tmo ? tmo / 8 : 1000000;
+	uint64_t h = qp->req.srtt_ns ? 2 * qp->req.srtt_ns : max;
+	if (h > max)
+		h = max;
+	return h > 200000 ? h : 200000;
 }
 
-/* An implied NAK: a response for a later PSN while the head READ/atomic still misses
- * its own, or a gap inside the head READ's responses. One retry per hold-off period,
- * and at once again after progress; one lost response used to cost a retry per later
- * response and so end the connection (docs/responder.md "Retry rules"). */
-static void implied_nak(struct swv_qp *qp, const char *why)
+/* An implied NAK: a response for a later PSN (psn) while the head READ/atomic still
+ * misses its own, a gap inside the head READ's responses, or a sequence NAK past them.
+ * After the retry it causes, further implied NAKs are echoes while the hold-off runs
+ * and while echoes remain: at most one response per PSN that was in flight past psn
+ * (a long READ burst outlasts any round-trip estimate). Progress re-arms the rule at
+ * once; a silence meanwhile is the tail-loss probe's. One lost response used to cost a
+ * retry per later response and so end the connection (docs/responder.md "Retry
+ * rules"). */
+static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t now = swv_now_ns();
-	if (r->implied_retry_at && now - r->implied_retry_at < implied_holdoff_ns(qp)) {
-		r->n_dup_resp++;
-		return;
+	if (r->implied_retry_at) {
+		bool young = now - r->implied_retry_at < implied_holdoff_ns(qp);
+		if (young || r->implied_echoes) {
+			if (r->implied_echoes)
+				r->implied_echoes--;
+			r->n_dup_resp++;
+			return;
+		}
 	}
 	r->implied_retry_at = now;
+	r->implied_echoes = swv_psn_cmp(r->sent_psn, psn) > 0
+				    ? ((r->sent_psn - psn) & SWV_PSN_MASK) - 1
+				    : 0;
 	retry(qp, why);
 }
 
 static void progress_made(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
+	uint32_t acked = (r->una_psn - r->cwnd_una) & SWV_PSN_MASK;
+	uint32_t grow = acked / 2 ? acked / 2 : 1;
+	r->cwnd = r->window - r->cwnd > grow ? r->cwnd + grow : r->window;
+	r->cwnd_una = r->una_psn;
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
 	r->implied_retry_at = 0;
-	uint64_t tmo = swv_ack_timeout_ns(qp);
-	r->ack_deadline = (tmo && head_wqe(qp)) ? swv_now_ns() + tmo : 0;
+	uint64_t now = swv_now_ns(), tmo = swv_ack_timeout_ns(qp);
+	if (r->rtt_at && swv_psn_cmp(r->una_psn, r->rtt_psn) > 0) {
+		uint64_t sample = now - r->rtt_at;
+		r->srtt_ns = r->srtt_ns ? (7 * r->srtt_ns + sample) / 8 : sample;
+		r->rtt_at = 0;
+	}
+	bool busy = tmo && head_wqe(qp);
+	r->probe_backoff = 0;
+	r->ack_deadline = busy ? now + tmo : 0;
+	r->probe_at = busy ? now + swv_req_probe_ns(qp) : 0;
 }
 
 /* Refresh una_psn from the head WQE (after WQEs retired). */
@@ -213,7 +255,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			implied_nak(qp, "lost response");
+			implied_nak(qp, psn, "lost response");
 			return;
 		}
 		{
@@ -232,7 +274,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			implied_nak(qp, "lost response");
+			implied_nak(qp, psn, "lost response");
 			return;
 		}
 		struct swv_send_wqe *w = head_wqe(qp);
@@ -263,15 +305,18 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		r->rnr_psn = psn;
 		r->rnr_until = swv_now_ns() + (uint64_t)rnr_us[syn & 0x1f] * 1000;
 		r->ack_deadline = 0; /* no ACK timeout while waiting out the RNR delay */
+		r->probe_at = 0;
 		return;
 	}
 
 	case 0x60: { /* NAK */
 		uint8_t code = syn & 0x1f;
-		if (code == 0 && r->seq_nak_valid && psn == r->seq_nak_psn) {
-			/* A copy of the NAK already acted on (the responder NAKs a gap
-			 * once, roce-wire.md 4.3): its go-back-N is under way. Retrying
-			 * again would resend the window twice and spend a retry on
+		if (code == 0 && r->seq_nak_valid && psn == r->seq_nak_psn &&
+		    swv_now_ns() - r->seq_nak_at < implied_holdoff_ns(qp)) {
+			/* A copy of the NAK already acted on, arriving within the hold-off
+			 * (the responder NAKs a gap again only after our resend reached it,
+			 * docs/responder.md "Retry rules"): its go-back-N is under way.
+			 * Retrying again would resend the window twice and spend a retry on
 			 * nothing -- with a few duplicated NAKs, retry_cnt ran out while
 			 * every packet was getting through. */
 			r->n_dup_resp++;
@@ -299,11 +344,12 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			}
 			r->seq_nak_valid = true;
 			r->seq_nak_psn = psn;
+			r->seq_nak_at = swv_now_ns();
 			if (rr == RETIRE_LOST) {
 				/* the responder executed the head READ/atomic (it NAKs a later
 				 * PSN): its response is what was lost, the same evidence the
 				 * responses after it give; one rewind serves both losses */
-				implied_nak(qp, "lost response (sequence NAK)");
+				implied_nak(qp, psn, "lost response (sequence NAK)");
 				return;
 			}
 			retry(qp, "sequence NAK");
@@ -328,7 +374,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	if (rr == RETIRE_ERR)
 		return;
 	if (rr == RETIRE_LOST) {
-		implied_nak(qp, "lost response");
+		implied_nak(qp, psn, "lost response");
 		return;
 	}
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -352,7 +398,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	if (d > 0) {
 		/* A response packet was lost: ask again for the rest right away instead of
 		 * waiting for the ACK timeout. */
-		implied_nak(qp, "read response gap");
+		implied_nak(qp, psn, "read response gap");
 		return;
 	}
 	bool last = pkt->opcode == SWV_OP_READ_RESP_LAST || pkt->opcode == SWV_OP_READ_RESP_ONLY;
@@ -394,7 +440,7 @@ static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool
 	if (rr == RETIRE_ERR)
 		return;
 	if (rr == RETIRE_LOST) {
-		implied_nak(qp, "lost response");
+		implied_nak(qp, psn, "lost response");
 		return;
 	}
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -476,6 +522,17 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 	if (r->xmit_retry_at && now >= r->xmit_retry_at)
 		r->xmit_retry_at = 0;
 	swv_fc_tx_timer(qp, now);
+	if (r->probe_at && now >= r->probe_at) {
+		r->probe_at = 0;
+		if (head_wqe(qp) && !r->rnr_until) {
+			/* tail-loss probe: resend from the oldest unacknowledged PSN without
+			 * spending a retry; the ACK timeout, still running, bounds a dead peer */
+			r->n_probes++;
+			r->rtt_at = 0;
+			rewind_cursor(qp);
+			arm_probe(qp);
+		}
+	}
 	if (r->ack_deadline && now >= r->ack_deadline) {
 		r->ack_deadline = 0;
 		if (head_wqe(qp)) {

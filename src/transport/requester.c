@@ -65,6 +65,18 @@ uint64_t swv_ack_timeout_ns(const struct swv_qp *qp)
 	return qp->attr.timeout ? 4096ull << qp->attr.timeout : 0;
 }
 
+uint64_t swv_req_probe_ns(const struct swv_qp *qp)
+{
+	const struct swv_req_state *r = &qp->req;
+	uint64_t tmo = swv_ack_timeout_ns(qp);
+	uint64_t max = tmo / 4;
+	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max;
+	if (p < 1000000)
+		p = 1000000;
+	p <<= r->probe_backoff;
+	return p < max ? p : max;
+}
+
 void swv_req_reset(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -74,6 +86,8 @@ void swv_req_reset(struct swv_qp *qp)
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
 	r->window = compute_window(qp);
+	r->cwnd = r->window;
+	r->cwnd_una = r->una_psn;
 	swv_fc_tx_reset(qp);
 }
 
@@ -82,8 +96,9 @@ void swv_req_update_timer(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t d = 0;
-	uint64_t c[4] = {r->ack_deadline, r->rnr_until, r->xmit_retry_at, r->fc.probe_at};
-	for (int i = 0; i < 4; i++)
+	uint64_t c[5] = {r->ack_deadline, r->probe_at, r->rnr_until, r->xmit_retry_at,
+			 r->fc.probe_at};
+	for (int i = 0; i < 5; i++)
 		if (c[i] && (!d || c[i] < d))
 			d = c[i];
 	swv_qp_set_timer(qp, d);
@@ -255,7 +270,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 			 * the whole message. */
 			off = r->read_off;
 			len = (uint32_t)SWV_MIN((uint64_t)w->length - off,
-						(uint64_t)SWV_MIN(r->window, SWV_READ_WINDOW) * qp->mtu);
+						(uint64_t)SWV_MIN(r->cwnd, SWV_READ_WINDOW) * qp->mtu);
 		}
 		w->read_requested = true;
 		w->read_req_end = off + len;
@@ -535,7 +550,7 @@ void swv_req_run(struct swv_qp *qp)
 				break;
 		}
 		uint32_t psn = cursor_psn(qp, w);
-		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->window)) >= 0)
+		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->cwnd)) >= 0)
 			break;
 		/* A READ's responses take one PSN each and nothing paces them on the wire:
 		 * issue it only if all the PSNs it asks for fit the READ window, unless it is the
@@ -546,7 +561,7 @@ void swv_req_run(struct swv_qp *qp)
 			uint32_t want = w->state == SWV_WQE_POSTED
 						? swv_req_npkts(w->opcode, w->length, qp->mtu)
 						: ((w->last_psn - psn) & SWV_PSN_MASK) + 1;
-			uint32_t rw = SWV_MIN(r->window, SWV_READ_WINDOW);
+			uint32_t rw = SWV_MIN(r->cwnd, SWV_READ_WINDOW);
 			if (want > rw ||
 			    swv_psn_cmp(swv_psn_add(psn, want), swv_psn_add(r->una_psn, rw)) > 0)
 				break;
@@ -561,7 +576,7 @@ void swv_req_run(struct swv_qp *qp)
 			r->started = r->cur + 1;
 		}
 		if (gso_run_fits(qp, w)) {
-			uint32_t room = (swv_psn_add(r->una_psn, r->window) - psn) & SWV_PSN_MASK;
+			uint32_t room = (swv_psn_add(r->una_psn, r->cwnd) - psn) & SWV_PSN_MASK;
 			bool again = false;
 			int n = send_data_run(qp, w, psn, room, &again);
 			if (n < 0) {
@@ -621,8 +636,21 @@ void swv_req_run(struct swv_qp *qp)
 		if (swv_psn_cmp(end, r->sent_psn) > 0)
 			r->sent_psn = end;
 	}
-	if (sent && tmo)
-		r->ack_deadline = swv_now_ns() + tmo;
+	if (sent) {
+		uint64_t now = swv_now_ns();
+		if (tmo && !r->ack_deadline) {
+			/* the pipe was idle: the timers start; afterwards only progress and
+			 * retries restart them, so that resends (a probe) never postpone
+			 * the end of a QP whose peer is gone */
+			r->ack_deadline = now + tmo;
+			r->probe_at = now + swv_req_probe_ns(qp);
+		}
+		if (!r->rtt_at && swv_psn_cmp(r->sent_psn, r->una_psn) > 0) {
+			/* time the acknowledgement of the newest PSN (one sample at a time) */
+			r->rtt_psn = swv_psn_add(r->sent_psn, SWV_PSN_MASK);
+			r->rtt_at = now;
+		}
+	}
 	if (qp->state != IBV_QPS_ERR) {
 		check_sq_drained(qp);
 		swv_req_update_timer(qp);

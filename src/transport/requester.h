@@ -40,6 +40,7 @@ enum swv_wqe_state {
  * chunks use the smaller window. */
 #define SWV_MAX_UNACKED_PSNS 512
 #define SWV_READ_WINDOW      128
+#define SWV_CWND_MIN         16
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
 
 struct swv_req_state {
@@ -50,7 +51,12 @@ struct swv_req_state {
 	uint32_t cur_pkt;      /* packets of 'cur' already sent */
 	uint32_t started;      /* SQ index: WQEs before it have PSNs */
 	uint32_t rd_atomic_outstanding; /* READ/atomic WQEs in [head, cur) */
-	uint32_t window;       /* PSNs allowed in flight */
+	uint32_t window;       /* PSNs the peer's socket buffer holds: the most in flight */
+	/* PSNs allowed in flight now (SWV_CWND_MIN .. window): halved at each loss, grown
+	 * by half the PSNs each acknowledgement retires, so that under loss a go-back-N
+	 * resends a window that fits the path, not the whole buffer (completer.c) */
+	uint32_t cwnd;
+	uint32_t cwnd_una;     /* una_psn when cwnd last grew */
 	uint8_t retry_left, rnr_left;
 	uint64_t rnr_until;    /* ns; nonzero while waiting after an RNR NAK */
 	uint64_t ack_deadline; /* ns; local ACK timeout, 0 = not armed */
@@ -61,16 +67,30 @@ struct swv_req_state {
 	/* ns of the last implied-NAK retry (a lost READ/atomic response), 0 after
 	 * progress: the echoes of one loss must not spend more retries (completer.c) */
 	uint64_t implied_retry_at;
-	/* The responder sends one sequence NAK per gap and one RNR NAK per refusal, so
+	uint32_t implied_echoes; /* responses still to be taken as its echoes */
+	/* Round trip: one PSN timed at a time, from its first transmission to the ACK
+	 * that covers it; a retry in between voids the sample (which copy was answered?) */
+	uint32_t rtt_psn;
+	uint64_t rtt_at;        /* ns the timed PSN left, 0 = none timed */
+	uint64_t srtt_ns;       /* smoothed round trip, 0 = not measured yet */
+	/* Tail-loss probe (ns, 0 = not armed): nothing acknowledged for a few round trips
+	 * while PSNs are outstanding -- the last packets or their ACK were lost and no
+	 * later packet will make the responder NAK. A go-back-N that spends no retry;
+	 * armed again after each probe or retry with a doubled delay, reset by progress
+	 * (completer.c). */
+	uint64_t probe_at;
+	uint8_t probe_backoff;  /* probes and retries since the last progress (capped) */	/* The responder sends one sequence NAK per gap and one RNR NAK per refusal, so
 	 * a second one for the same PSN is a copy (network duplicate or late): it must
 	 * not start another go-back-N nor spend another retry. */
 	uint32_t seq_nak_psn;  /* PSN of the last sequence NAK acted on */
+	uint64_t seq_nak_at;   /* ns, when: the responder NAKs a PSN again only after a
+				* resend, a round trip later; sooner it is a copy */
 	bool seq_nak_valid;
 	uint32_t rnr_psn;      /* PSN of the RNR NAK being waited out (rnr_until) */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* statistics (for tests and swverbs-info) */
-	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp;
+	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
 };
 
 /* Transmit what the window allows. */
@@ -92,6 +112,11 @@ int swv_req_complete_head(struct swv_qp *qp, int status);
 void swv_req_update_timer(struct swv_qp *qp);
 /* Local ACK timeout of the QP's timeout attribute: 4.096 us x 2^timeout; 0 = none. */
 uint64_t swv_ack_timeout_ns(const struct swv_qp *qp);
+/* When a silence becomes worth a tail-loss probe: 4 x the smoothed round trip, at
+ * least 1 ms (a loaded 2-core host delays ACKs by that much without losing them), at
+ * most the ACK timeout / 4 (also before a round trip was measured); doubled for each
+ * probe or retry since the last progress. */
+uint64_t swv_req_probe_ns(const struct swv_qp *qp);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 

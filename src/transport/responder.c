@@ -599,16 +599,22 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	enum swv_resp_err err;
 
 	if (d > 0) {
-		/* one sequence NAK per gap; the requester goes back to epsn */
-		if (!s->nak_sent) {
-			swv_log(SWV_LOG_DEBUG, "responder: qp %#x psn %#x, expected %#x: NAK\n",
-				qp->qpn, pkt->psn, s->epsn);
+		/* One sequence NAK per gap; the requester goes back to epsn. Once more
+		 * when a later PSN arrives at or below one already seen since: the
+		 * requester went back and resent, and epsn was lost again (or the NAK
+		 * was) -- without it that second loss waits for the ACK timeout. */
+		bool again = s->seq_nak && swv_psn_cmp(pkt->psn, s->nak_hi_psn) <= 0;
+		if (!s->nak_sent || again) {
+			swv_log(SWV_LOG_DEBUG, "responder: qp %#x psn %#x, expected %#x: NAK%s\n",
+				qp->qpn, pkt->psn, s->epsn, again ? " (again)" : "");
 			s->nak_sent = true;
+			s->seq_nak = true;
 			s->stats.seq_naks++;
 			resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
 		} else {
 			s->stats.dropped++;
 		}
+		s->nak_hi_psn = pkt->psn;
 		return;
 	}
 	if (d < 0) {
@@ -616,6 +622,7 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		return;
 	}
 	s->nak_sent = false;
+	s->seq_nak = false;
 	err = resp_execute(qp, pkt, cls, true);
 	if (err != SWV_RESP_OK) {
 		rc_error(qp, pkt, cls, err);

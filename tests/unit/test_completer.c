@@ -177,7 +177,7 @@ static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 	}
 	qp->sq.tail = NWQE;
 	swv_req_reset(qp);
-	qp->req.window = 128; /* no endpoint: not sized from a socket */
+	qp->req.window = qp->req.cwnd = 128; /* no endpoint: not sized from a socket */
 	ntx = ncomps = 0;
 }
 
@@ -345,9 +345,9 @@ static void test_seq_nak_past_read(void)
 	make_reads(1); /* READ PSN0..+3, then three 3-packet WRITEs +4..+12 */
 	swv_req_run(qp);
 	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 3, 4); /* +1, +2 lost */
 	respond(PSN0 + 6, 0x60);
 	respond(PSN0 + 9, 0x60);
-	read_responses(PSN0, 3, 4);
 	respond(PSN0 + 11, 0x60);
 	CHECK_EQ(qp->req.n_retries, 1u);
 	CHECK_EQ(qp->req.retry_left, 2);

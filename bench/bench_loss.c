@@ -1,0 +1,232 @@
+/*
+ * bench_loss: how well RC keeps moving under injected loss, in one run.
+ *
+ * For each loss level -- none (the anchor), 1% and 5% drop, each with 2% reordering
+ * (SWVERBS_FAULT, both processes) -- a fresh pair of processes connects one RC QP
+ * (perftest's QP settings: ACK timeout 14, retry_cnt 7, MTU 4096) and measures, for a
+ * fixed time each:
+ *   rate   64-byte RDMA WRITEs, 256 in flight, one in 32 signaled: messages/s
+ *   write  64 KiB RDMA WRITEs, 16 in flight: MiB/s
+ *   read   64 KiB RDMA READs, 16 in flight: MiB/s
+ * Every level runs -r times (default 3) in turn; the table prints the median, the
+ * spread (min..max) and the median's ratio to the lossless median of the same run.
+ * The issue's goals: rate and bandwidth >= 0.5x lossless at 1%, >= 0.25x at 5%.
+ * A WR that fails (for instance RETRY_EXC_ERR) fails the benchmark.
+ *
+ *   usage: bench_loss [-d device] [-t seconds] [-r repeats]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "bench_clock.h"
+#include "rc_conn.h"
+
+#define WHO	"bench_loss"
+#define BUF	(4u << 20)
+#define SLOTS	64 /* BUF / 64 KiB */
+#define DEPTH	256
+#define SIG	32
+#define TMO_NS	(60ull * 1000000000ull)
+#define MAXREP	15
+
+enum test { T_RATE, T_WRITE, T_READ, NTESTS };
+static const char *const test_name[NTESTS] = {"rate (64 B WRITE)", "write 64 KiB",
+					      "read 64 KiB"};
+static const char *const test_unit[NTESTS] = {"msg/s", "MiB/s", "MiB/s"};
+static const struct {
+	enum ibv_wr_opcode op;
+	uint32_t size, depth, sig;
+} test_shape[NTESTS] = {
+	{IBV_WR_RDMA_WRITE, 64, DEPTH, SIG},
+	{IBV_WR_RDMA_WRITE, 65536, 16, 1},
+	{IBV_WR_RDMA_READ, 65536, 16, 1},
+};
+
+#define NLEVELS 3
+static const char *const level_name[NLEVELS] = {"lossless", "1% drop", "5% drop"};
+static const char *const level_spec[NLEVELS] = {NULL, "seed=%u,drop=1,reorder=2",
+						"seed=%u,drop=5,reorder=2"};
+
+static double seconds = 1.0;
+
+static void die(const char *what, int err)
+{
+	rc_die(WHO, what, err);
+}
+
+static void open_side(struct rc_conn *c, const char *dev, int ctl, bool first)
+{
+	struct rc_conn_attr a = {
+		.dev = dev,
+		.send_cqe = 2 * DEPTH,
+		.len = BUF,
+		.mr_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.rd_atomic = 16,
+		.cap = {.max_send_wr = DEPTH, .max_recv_wr = 1, .max_send_sge = 1,
+			.max_recv_sge = 1},
+	};
+	a.dev = dev;
+	rc_conn_open(c, WHO, &a);
+	rc_conn_exchange(c, ctl, first);
+	rc_conn_connect(c);
+}
+
+/* One test for 'seconds': a window of WRs kept full, every completion checked. */
+static double run_test(struct rc_conn *c, enum test t)
+{
+	const uint32_t size = test_shape[t].size, depth = test_shape[t].depth;
+	const uint32_t sig = test_shape[t].sig;
+	struct ibv_wc wc[64];
+	uint64_t posted = 0, done = 0;
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), t_stop = t0 + (uint64_t)(seconds * 1e9);
+	uint64_t t_dead = t0 + TMO_NS, now = t0;
+	bool stopping = false;
+
+	while (!stopping || done < posted) {
+		while (!stopping && posted - done < depth) {
+			bool last = (posted & 15) == 0 && clock_ns(CLOCK_MONOTONIC) >= t_stop;
+			uint32_t slot = (uint32_t)(posted % SLOTS);
+			struct ibv_sge sge = {(uintptr_t)c->buf + (uint64_t)slot * 65536, size,
+					      c->mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = posted, .sg_list = &sge, .num_sge = 1,
+						 .opcode = test_shape[t].op}, *bad;
+			/* the stream ends on a signaled WR so that 'done' catches up */
+			if (last || (posted + 1) % sig == 0)
+				wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.rdma.remote_addr = c->peer.addr + (uint64_t)slot * 65536;
+			wr.wr.rdma.rkey = c->peer.rkey;
+			int rc = ibv_post_send(c->qp, &wr, &bad);
+			if (rc)
+				die("ibv_post_send", rc);
+			posted++;
+			stopping = last;
+		}
+		int n = ibv_poll_cq(c->scq, 64, wc);
+		if (n < 0)
+			die("ibv_poll_cq", EIO);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				fprintf(stderr, WHO ": %s: WR %llu failed: %s\n", test_name[t],
+					(unsigned long long)wc[i].wr_id,
+					ibv_wc_status_str(wc[i].status));
+				exit(1);
+			}
+			done = wc[i].wr_id + 1;
+		}
+		if (!n && (now = clock_ns(CLOCK_MONOTONIC)) > t_dead)
+			die("completions missing", ETIMEDOUT);
+	}
+	double s = (double)(clock_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+	if (t == T_RATE)
+		return (double)posted / s;
+	return (double)posted * size / s / (1024.0 * 1024.0);
+}
+
+/* One pair of processes at one loss level; fills res[NTESTS]. */
+static void run_level(const char *dev, int level, unsigned seed, double *res)
+{
+	char spec[64];
+	if (level_spec[level]) {
+		snprintf(spec, sizeof(spec), level_spec[level], seed);
+		setenv("SWVERBS_FAULT", spec, 1); /* both processes: read at device open */
+	} else {
+		unsetenv("SWVERBS_FAULT");
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		die("socketpair", errno);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork", errno);
+	if (pid == 0) {
+		/* target: its memory is written and read; it only waits for the end */
+		struct rc_conn c;
+		char b;
+		close(sv[0]);
+		alarm(600);
+		open_side(&c, dev, sv[1], true);
+		rc_xfer(WHO, sv[1], &b, 1, false);
+		ibv_destroy_qp(c.qp);
+		rc_conn_close(&c);
+		_exit(0);
+	}
+	close(sv[1]);
+	struct rc_conn c;
+	open_side(&c, dev, sv[0], false);
+	for (int t = 0; t < NTESTS; t++)
+		res[t] = run_test(&c, (enum test)t);
+	char b = 0;
+	rc_xfer(WHO, sv[0], &b, 1, true);
+	int st;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("target failed", ECHILD);
+	close(sv[0]);
+	ibv_destroy_qp(c.qp);
+	rc_conn_close(&c);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev = NULL;
+	int reps = 3, opt;
+
+	while ((opt = getopt(argc, argv, "d:t:r:")) != -1) {
+		if (opt == 'd') {
+			dev = optarg;
+		} else if (opt == 't' && atof(optarg) > 0) {
+			seconds = atof(optarg);
+		} else if (opt == 'r' && atoi(optarg) > 0 && atoi(optarg) <= MAXREP) {
+			reps = atoi(optarg);
+		} else {
+			fprintf(stderr, "usage: %s [-d device] [-t seconds] [-r 1..%d]\n", argv[0],
+				MAXREP);
+			return 2;
+		}
+	}
+	double load[1] = {-1};
+	(void)getloadavg(load, 1);
+	printf(WHO ": RC, MTU 4096, ACK timeout 14, retry_cnt 7; %.1f s per test, %d runs per "
+		   "level, %ld CPUs, load average %.2f at start\n",
+	       seconds, reps, sysconf(_SC_NPROCESSORS_ONLN), load[0]);
+
+	static double res[NLEVELS][NTESTS][MAXREP];
+	for (int r = 0; r < reps; r++)
+		for (int l = 0; l < NLEVELS; l++) {
+			double one[NTESTS];
+			run_level(dev, l, 1000u + (unsigned)r * 10u + (unsigned)l, one);
+			for (int t = 0; t < NTESTS; t++)
+				res[l][t][r] = one[t];
+		}
+	printf("%-18s %-10s %14s %26s %10s\n", "test", "loss", "median", "spread (min..max)",
+	       "x lossless");
+	for (int t = 0; t < NTESTS; t++) {
+		double base = 0;
+		for (int l = 0; l < NLEVELS; l++) {
+			double *v = res[l][t];
+			qsort(v, (size_t)reps, sizeof(*v), cmp_double);
+			double med = reps % 2 ? v[reps / 2] : (v[reps / 2 - 1] + v[reps / 2]) / 2;
+			if (l == 0)
+				base = med;
+			printf("%-18s %-10s %10.0f %-5s %11.0f..%-11.0f %9.3fx\n", test_name[t],
+			       level_name[l], med, test_unit[t], v[0], v[reps - 1],
+			       base > 0 ? med / base : 0.0);
+		}
+	}
+	return 0;
+}
