@@ -763,12 +763,15 @@ void swv_ep_rx_free(struct swv_ep_rx *rx)
 	memset(rx, 0, sizeof(*rx));
 }
 
-/* The GRO segment size of a received datagram, or 0 if it was not coalesced. */
+/* The GRO segment size of a received datagram, or 0 if it was not coalesced. Only a
+ * cmsg that lies wholly inside the control data the kernel returned is read. */
 static size_t gro_size(struct msghdr *m)
 {
+	const char *end = (const char *)m->msg_control + m->msg_controllen;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
-		    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+		    c->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+		    (const char *)CMSG_DATA(c) + sizeof(int) <= end) {
 			int v;
 			memcpy(&v, CMSG_DATA(c), sizeof(v));
 			return v > 0 ? (size_t)v : 0;
@@ -821,7 +824,12 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 		return 0;
 	rx->ndgrams = (unsigned)r;
 
-	int nseg = 0;
+	/* The descriptor array holds SWV_EP_GSO_MAX_SEGS per datagram buffer, and no
+	 * datagram gets more than that: however the kernel coalesced (or a foreign
+	 * UDP_SEGMENT sender shaped) one datagram, the ones after it in the batch keep
+	 * their room. */
+	const size_t cap = (size_t)n * SWV_EP_GSO_MAX_SEGS;
+	size_t nseg = 0;
 	for (int i = 0; i < r; i++) {
 		struct msghdr *m = &p->msgs[i].msg_hdr;
 		size_t len = p->msgs[i].msg_len;
@@ -832,22 +840,30 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 		}
 		uint8_t *buf = p->iovs[i].iov_base;
 		size_t seg = ep->gro ? gro_size(m) : 0;
-		if (!seg || seg >= len) {
-			rx->segs[nseg].buf = buf;
-			rx->segs[nseg].len = len;
-			rx->segs[nseg++].src = p->src[i];
-			continue;
+		/* Not coalesced: one packet (a zero-length one too: the parser rejects it). */
+		if (!seg || seg >= len)
+			seg = len ? len : 1;
+		else
+			ep->rx_gro_dgrams++;
+		/* Consecutive packets of seg bytes, the last possibly shorter; each is
+		 * validated by the parser like any datagram, whatever its size. */
+		size_t count = len ? (len - 1) / seg + 1 : 1;
+		size_t keep = count < SWV_EP_GSO_MAX_SEGS ? count : SWV_EP_GSO_MAX_SEGS;
+		if (keep > cap - nseg) /* cannot happen (r <= n); the bound is kept anyway */
+			keep = cap - nseg;
+		if (keep < count) {
+			ep->rx_gro_excess += count - keep;
+			swv_log(SWV_LOG_DEBUG,
+				"endpoint %u: datagram of %zu packets, %zu dropped (at most %u)",
+				ep->port, count, count - keep, SWV_EP_GSO_MAX_SEGS);
 		}
-		/* Coalesced: consecutive datagrams of seg bytes, the last possibly shorter.
-		 * Each is still a whole IB packet, validated like any other. */
-		ep->rx_gro_dgrams++;
-		for (size_t off = 0; off < len && nseg < (int)(n * SWV_EP_GSO_MAX_SEGS);
-		     off += seg) {
+		for (size_t k = 0, off = 0; k < keep; k++, off += seg) {
 			rx->segs[nseg].buf = buf + off;
 			rx->segs[nseg].len = len - off < seg ? len - off : seg;
 			rx->segs[nseg++].src = p->src[i];
-			ep->rx_gro_segs++;
 		}
+		if (count > 1)
+			ep->rx_gro_segs += keep;
 	}
-	return nseg;
+	return (int)nseg;
 }

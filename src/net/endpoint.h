@@ -49,6 +49,8 @@ struct swv_endpoint {
 				   * kernel/route refused it once): one sendmsg per packet */
 	_Atomic uint64_t tx_gso_calls, tx_gso_segs; /* statistics */
 	uint64_t rx_gro_dgrams, rx_gro_segs;         /* statistics (receiving thread) */
+	uint64_t rx_gro_excess; /* packets dropped from datagrams holding more than
+				 * SWV_EP_GSO_MAX_SEGS (receiving thread) */
 };
 
 struct swv_rx_pkt {
@@ -141,7 +143,12 @@ void swv_ep_rx_free(struct swv_ep_rx *rx);
  * their GRO segment size. Returns the number of packets in rx->segs (buf points into
  * rx->mem, valid until the next call; 0 if none), or a negative errno as
  * swv_ep_recv_batch. rx->ndgrams < rx->nbufs means the socket was drained. Truncated
- * datagrams and ICMP errors are dropped as in swv_ep_recv_batch. */
+ * datagrams and ICMP errors are dropped as in swv_ep_recv_batch. A datagram yields at
+ * most SWV_EP_GSO_MAX_SEGS packets (what a swverbs sender puts in one): its first
+ * ones; the rest are dropped and counted in rx_gro_excess, so the result never
+ * exceeds rx->nbufs x SWV_EP_GSO_MAX_SEGS and every datagram of the batch is
+ * represented. Packets are not checked here (sizes below an IB header included):
+ * that is swv_pkt_parse's job. */
 int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx);
 
 /* Release delayed/reordered packets whose time has come. Returns the absolute
