@@ -182,8 +182,8 @@ static uint32_t mtu_bytes(enum ibv_mtu m)
 static int check_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mask,
 			struct sockaddr_in *peer)
 {
-	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
-		return EINVAL; /* one P_Key (0xffff) in the table */
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= qp->ctx->cfg->npkeys)
+		return EINVAL; /* beyond the port's P_Key table */
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MTU)) {
@@ -230,8 +230,10 @@ static void apply_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mas
 			 const struct sockaddr_in *peer)
 {
 	struct ibv_qp_attr *q = &qp->attr;
-	if (mask & IBV_QP_PKEY_INDEX)
+	if (mask & IBV_QP_PKEY_INDEX) {
 		q->pkey_index = a->pkey_index;
+		qp->pkey = swv_ctx_pkey(qp->ctx, a->pkey_index);
+	}
 	if (mask & IBV_QP_PORT)
 		q->port_num = a->port_num;
 	if (mask & IBV_QP_ACCESS_FLAGS)
