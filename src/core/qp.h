@@ -193,6 +193,9 @@ struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
  * returns false when the transition is invalid. */
 bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
 			     enum ibv_qp_state next, int *req, int *opt);
+/* IBV_QP_STATE .. IBV_QP_DEST_QPN: the attribute bits ibv_modify_qp knows; any other
+ * bit is EOPNOTSUPP (the kernel's IB_QP_ATTR_STANDARD_BITS). */
+#define SWV_QP_ATTR_STANDARD_BITS ((unsigned)IBV_QP_DEST_QPN * 2 - 1)
 /* ib_modify_qp_is_ok: 0 or EINVAL. */
 int swv_qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
 		      int mask);
