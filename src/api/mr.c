@@ -53,24 +53,35 @@ SWV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
-/* rdma-core's contract: 0, or a negative IBV_REREG_MR_ERR_* code with errno set. */
+/* rdma-core's contract: 0, or a negative IBV_REREG_MR_ERR_* code with errno set. Which
+ * code follows rdma-core's ibv_rereg_mr: what libibverbs checks itself (flags outside
+ * the supported set, CHANGE_TRANSLATION without an address or length, access given
+ * without CHANGE_ACCESS) is IBV_REREG_MR_ERR_INPUT; everything the provider and kernel
+ * refuse (no flag at all, bad access flags, a PD of another context, a range that
+ * cannot be registered) is IBV_REREG_MR_ERR_CMD, with the command's errno. The MR is
+ * unchanged either way. Arguments rdma-core would dereference (NULL MR; CHANGE_PD
+ * without a PD) are IBV_REREG_MR_ERR_INPUT instead of a crash. */
 SWV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
 			    size_t length, int access)
 {
-	if (!ibmr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) {
+	if (!ibmr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context)) {
-		errno = EINVAL;
-		return IBV_REREG_MR_ERR_INPUT;
-	}
+	int rc = 0;
+	if (!flags || ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != ibmr->context))
+		rc = EINVAL; /* the kernel: no flags; PD handle not found */
 	struct swv_mr *mr = swv_container_of(ibmr, struct swv_mr, ibmr);
-	int rc = swv_mr_rereg(to_swv_ctx(ibmr->context), mr, flags, pd ? to_swv_pd(pd) : NULL,
-			      addr, length, (unsigned)access);
+	if (!rc)
+		rc = swv_mr_rereg(to_swv_ctx(ibmr->context), mr, flags,
+				  (flags & IBV_REREG_MR_CHANGE_PD) ? to_swv_pd(pd) : NULL, addr,
+				  length, (unsigned)access);
 	if (rc) {
 		errno = rc;
-		return rc == EINVAL ? IBV_REREG_MR_ERR_INPUT : IBV_REREG_MR_ERR_CMD;
+		return IBV_REREG_MR_ERR_CMD;
 	}
 	return 0;
 }

@@ -34,6 +34,8 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	 * numbers checked (swv_av_resolve rejects port_num != 1). */
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_UD_AV_PORT_ENFORCE;
+	/* Packets outside a QP's partition are dropped and counted (ibv_port_attr) */
+	a->device_cap_flags |= IBV_DEVICE_BAD_PKEY_CNTR;
 	/* SRQs, resizable with ibv_modify_srq(IBV_SRQ_MAX_WR) (core/srq.h) */
 	a->device_cap_flags |= IBV_DEVICE_SRQ_RESIZE;
 	a->max_srq = SWV_MAX_SRQ;
@@ -51,7 +53,7 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SWV_DEV_MAX_AH;
 	/* No MW, multicast or EE yet: 0 says so. */
-	a->max_pkeys = 1;
+	a->max_pkeys = ctx->cfg->npkeys;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 }
@@ -130,7 +132,8 @@ static void fill_port_attr(const struct swv_context *ctx, struct ibv_port_attr *
 	a->gid_tbl_len = SWV_GID_TBL_LEN;
 	a->port_cap_flags = IBV_PORT_SYS_IMAGE_GUID_SUP | (ib ? 0 : IBV_PORT_IP_BASED_GIDS);
 	a->max_msg_sz = SWV_DEV_MAX_MSG_SZ;
-	a->pkey_tbl_len = 1;
+	a->pkey_tbl_len = cfg->npkeys;
+	a->bad_pkey_cntr = atomic_load_explicit(&ctx->bad_pkey_cntr, memory_order_relaxed);
 	/* IB: the IP subnet is the IB subnet, LID = host part; the device acts as its own
 	 * subnet manager at LID 1. RoCE ports have no LIDs. */
 	a->lid = ib ? swv_lid_from_ip(cfg, cfg->addr) : 0;
@@ -256,11 +259,12 @@ int swv_query_gid_type_sysfs(struct ibv_context *context, uint8_t port_num, unsi
 SWV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
 			      __be16 *pkey)
 {
-	if (!context || !pkey || port_num != 1 || index != 0) {
+	if (!context || !pkey || port_num != 1 || index < 0 ||
+	    (unsigned)index >= to_swv_ctx(context)->cfg->npkeys) {
 		errno = EINVAL;
 		return -1;
 	}
-	*pkey = htobe16(0xffff); /* the default full-member P_Key */
+	*pkey = htobe16(swv_ctx_pkey(to_swv_ctx(context), (unsigned)index));
 	return 0;
 }
 
@@ -270,8 +274,11 @@ SWV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 		errno = EINVAL;
 		return -1;
 	}
-	if (pkey == htobe16(0xffff))
-		return 0;
+	/* An exact match, membership bit included, as rdma-core's table walk. */
+	const struct swv_context *ctx = to_swv_ctx(context);
+	for (unsigned i = 0; i < ctx->cfg->npkeys; i++)
+		if (pkey == htobe16(ctx->cfg->pkeys[i]))
+			return (int)i;
 	errno = ENOENT;
 	return -1;
 }

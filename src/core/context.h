@@ -55,6 +55,8 @@ struct swv_context {
 
 	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
 	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */
+	/* packets its QPs dropped for a P_Key mismatch: ibv_query_port's bad_pkey_cntr */
+	_Atomic uint32_t bad_pkey_cntr;
 	/* The port's state: the interface that carries cfg->addr, watched by the
 	 * progress thread, read by ibv_query_port (rules in net/netdev.h). */
 	struct swv_netdev netdev;
@@ -71,6 +73,13 @@ struct swv_context {
 static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
 {
 	return swv_container_of(ibctx, struct swv_context, vctx.context);
+}
+
+/* The P_Key at index of the port's table (host order), or 0 -- the invalid P_Key,
+ * which matches nothing -- beyond its end. */
+static inline uint16_t swv_ctx_pkey(const struct swv_context *ctx, unsigned index)
+{
+	return index < ctx->cfg->npkeys ? ctx->cfg->pkeys[index] : 0;
 }
 
 /* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Open

@@ -157,6 +157,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 				qp->attr.path_mtu = m;
 	}
 	qp->attr.port_num = 1;
+	qp->pkey = swv_ctx_pkey(ctx, 0); /* pkey_index 0 until a modify names another */
 	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
 	qp->attr.cap = cap;
 	swv_req_reset(qp);
@@ -375,6 +376,18 @@ static bool takes_requests(enum ibv_qp_state st)
 	return st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD;
 }
 
+/* The partition check, for every QP type and every packet that passed the source
+ * and transport checks (requests, responses, flow control), in rxe's order: a packet
+ * outside the QP's partition is dropped and counted as a P_Key violation. */
+static bool pkey_ok(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	if (swv_likely(swv_pkey_match(pkt->pkey, qp->pkey)))
+		return true;
+	atomic_fetch_add_explicit(&qp->rx_bad_pkey, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&qp->ctx->bad_pkey_cntr, 1, memory_order_relaxed);
+	return false;
+}
+
 /* One packet, qp->lock held. */
 static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
 {
@@ -386,6 +399,8 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		/* UC credit / probe from the connected peer (transport/flowctl.h) */
 		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) || !takes_requests(st))
 			goto drop;
+		if (!pkey_ok(qp, pkt))
+			return;
 		if (swv_fc_rx_control(qp, pkt))
 			swv_req_run(qp);
 		return;
@@ -410,6 +425,8 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	default:
 		goto drop;
 	}
+	if (!pkey_ok(qp, pkt))
+		return;
 	if (request) {
 		if (!takes_requests(st))
 			goto drop;

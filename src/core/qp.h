@@ -121,6 +121,7 @@ struct swv_qp {
 	struct ibv_qp_attr attr;   /* as ibv_query_qp reports it */
 	struct sockaddr_in peer;   /* RC/UC: resolved from the AV at INIT->RTR (port from dest QPN) */
 	uint32_t mtu;              /* path MTU in bytes */
+	uint16_t pkey;             /* the port's P_Key at attr.pkey_index: sent and checked */
 
 	struct swv_wq sq;
 	struct swv_wq rq;          /* unused (no slots) when srq != NULL */
@@ -135,6 +136,9 @@ struct swv_qp {
 
 	/* packets dropped by swv_qp_rx (wrong source, wrong state, wrong transport) */
 	_Atomic uint64_t rx_dropped;
+	/* packets dropped by swv_qp_rx because their P_Key does not match qp->pkey
+	 * (also added to the context's bad_pkey_cntr) */
+	_Atomic uint64_t rx_bad_pkey;
 
 	/* async events about this QP handed to the application; under ctx->async.lock
 	 * (core/async.h: destroy waits until that many were acked) */
@@ -189,6 +193,9 @@ struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
  * returns false when the transition is invalid. */
 bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
 			     enum ibv_qp_state next, int *req, int *opt);
+/* IBV_QP_STATE .. IBV_QP_DEST_QPN: the attribute bits ibv_modify_qp knows; any other
+ * bit is EOPNOTSUPP (the kernel's IB_QP_ATTR_STANDARD_BITS). */
+#define SWV_QP_ATTR_STANDARD_BITS ((unsigned)IBV_QP_DEST_QPN * 2 - 1)
 /* ib_modify_qp_is_ok: 0 or EINVAL. */
 int swv_qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
 		      int mask);

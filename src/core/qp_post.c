@@ -176,10 +176,13 @@ int swv_post_send_batch(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
 		     bool all_or_nothing)
 {
-	struct ibv_send_wr *dummy;
+	/* As rxe's provider: no bad_wr pointer or an empty list is EINVAL, and nothing
+	 * is posted (there is nowhere to report which WR failed). */
 	if (!bad)
-		bad = &dummy;
+		return EINVAL;
 	*bad = NULL;
+	if (!wr)
+		return EINVAL;
 	if (!ibqp) {
 		*bad = wr;
 		return EINVAL;
@@ -236,10 +239,11 @@ out:
 
 int swv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-	struct ibv_recv_wr *dummy;
 	if (!bad)
-		bad = &dummy;
+		return EINVAL; /* as post_send */
 	*bad = NULL;
+	if (!wr)
+		return EINVAL;
 	if (!ibqp) {
 		*bad = wr;
 		return EINVAL;

@@ -35,6 +35,10 @@ struct trans {
 static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	[IBV_QPS_RESET] = {
 		[IBV_QPS_RESET] = {.valid = true},
+		/* IB: any state may be moved to ERR, RESET included (nothing to flush
+		 * there). Departure from roce-wire.md 6.2 and today's kernel table, see
+		 * docs/design.md "QP state machine". */
+		[IBV_QPS_ERR] = {.valid = true},
 		[IBV_QPS_INIT] = {
 			.valid = true,
 			.req = RC_UC_UD(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
@@ -182,8 +186,8 @@ static uint32_t mtu_bytes(enum ibv_mtu m)
 static int check_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mask,
 			struct sockaddr_in *peer)
 {
-	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
-		return EINVAL; /* one P_Key (0xffff) in the table */
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= qp->ctx->cfg->npkeys)
+		return EINVAL; /* beyond the port's P_Key table */
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MTU)) {
@@ -203,7 +207,9 @@ static int check_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mask
 		return EINVAL;
 	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > SWV_MAX_RD_ATOMIC)
 		return EINVAL;
-	if ((mask & IBV_QP_DEST_QPN) && (a->dest_qp_num > SWV_PSN_MASK || a->dest_qp_num == 0))
+	/* QPN 0 (the SMI QP) is accepted, as rxe and HCAs accept it; it names UDP port
+	 * 0, where swv_qp_xmit sends nothing, so such a QP simply reaches no one. */
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > SWV_QPN_MASK)
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
 		return EINVAL;
@@ -230,8 +236,10 @@ static void apply_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mas
 			 const struct sockaddr_in *peer)
 {
 	struct ibv_qp_attr *q = &qp->attr;
-	if (mask & IBV_QP_PKEY_INDEX)
+	if (mask & IBV_QP_PKEY_INDEX) {
 		q->pkey_index = a->pkey_index;
+		qp->pkey = swv_ctx_pkey(qp->ctx, a->pkey_index);
+	}
 	if (mask & IBV_QP_PORT)
 		q->port_num = a->port_num;
 	if (mask & IBV_QP_ACCESS_FLAGS)
@@ -281,6 +289,14 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	int err;
 	struct sockaddr_in peer;
+
+	/* Mask bits beyond the last standard attribute (IBV_QP_DEST_QPN) are unknown to
+	 * this device: EOPNOTSUPP before anything else, as the kernel's modify_qp
+	 * (attr_mask & ~IB_QP_ATTR_STANDARD_BITS) and rdma-core's ibv_cmd_modify_qp (from
+	 * IBV_QP_RATE_LIMIT on) answer. Known bits a transition does not allow stay
+	 * EINVAL (swv_qp_check_mask). */
+	if ((unsigned)mask & ~SWV_QP_ATTR_STANDARD_BITS)
+		return EOPNOTSUPP;
 
 	pthread_mutex_lock(&qp->lock);
 	enum ibv_qp_state cur = qp->state;

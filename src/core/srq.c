@@ -184,10 +184,13 @@ int swv_srq_destroy(struct swv_srq *srq)
 
 int swv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-	struct ibv_recv_wr *dummy;
+	/* As ibv_post_recv (rxe's provider checks a QP's RQ so, not an SRQ; one rule
+	 * for both receive queues) */
 	if (!bad)
-		bad = &dummy;
+		return EINVAL;
 	*bad = NULL;
+	if (!wr)
+		return EINVAL;
 	if (!ibsrq) {
 		*bad = wr;
 		return EINVAL;

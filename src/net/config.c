@@ -26,6 +26,8 @@ static void dev_defaults(struct swv_dev_config *d)
 	d->link = SWV_LINK_IB;
 	d->max_cntrs = SWV_DEFAULT_MAX_CNTRS;
 	d->cntr_max_value = UINT64_MAX;
+	d->pkeys[0] = SWV_PKEY_FULL_DEFAULT;
+	d->npkeys = 1;
 }
 
 static char *trim(char *s)
@@ -59,6 +61,34 @@ static bool parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* "K[:K...]", each K a 16-bit hexadecimal P_Key ("0x" optional) with a non-zero
+ * partition number (low 15 bits: 0x0000/0x8000 are the invalid P_Key), no key twice. */
+static bool parse_pkeys(char *s, struct swv_dev_config *d)
+{
+	char *save = NULL;
+	unsigned n = 0;
+
+	if (!s || !*s || s[strlen(s) - 1] == ':' || *s == ':' || strstr(s, "::"))
+		return false;
+	for (char *k = strtok_r(s, ":", &save); k; k = strtok_r(NULL, ":", &save)) {
+		k = trim(k);
+		if (!strncmp(k, "0x", 2) || !strncmp(k, "0X", 2))
+			k += 2;
+		size_t len = strlen(k);
+		if (len == 0 || len > 4 || strspn(k, "0123456789abcdefABCDEF") != len)
+			return false;
+		uint16_t key = (uint16_t)strtoul(k, NULL, 16);
+		if (!(key & 0x7fff) || n == SWV_MAX_PKEYS)
+			return false;
+		for (unsigned i = 0; i < n; i++)
+			if (d->pkeys[i] == key)
+				return false;
+		d->pkeys[n++] = key;
+	}
+	d->npkeys = (uint8_t)n;
+	return n > 0;
+}
+
 static bool valid_name(const char *n)
 {
 	if (!*n)
@@ -80,7 +110,7 @@ int swv_config_parse_spec(const char *spec, struct swv_dev_config *out)
 {
 	char buf[SPEC_MAX + 1], errbuf[160];
 	bool have_link = false, have_mtu = false, have_cntrs = false, have_bits = false;
-	bool have_prefix = false;
+	bool have_prefix = false, have_pkeys = false;
 	uint64_t v;
 
 	if (!spec || !out)
@@ -165,6 +195,14 @@ int swv_config_parse_spec(const char *spec, struct swv_dev_config *out)
 			if (!val || !parse_uint(val, 1, 64, &v))
 				return bad(spec, "cntr_bits must be 1..64");
 			d.cntr_max_value = v == 64 ? UINT64_MAX : (1ull << v) - 1;
+		} else if (!strcmp(opt, "pkeys")) {
+			if (have_pkeys)
+				return bad(spec, "pkeys given twice");
+			have_pkeys = true;
+			if (!parse_pkeys(val, &d))
+				return bad(spec,
+					   "pkeys must be 1..16 distinct hexadecimal P_Keys "
+					   "K[:K...] with a non-zero partition (low 15 bits)");
 		} else {
 			snprintf(errbuf, sizeof(errbuf), "unknown option \"%s\"", opt);
 			return bad(spec, errbuf);

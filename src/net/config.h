@@ -5,7 +5,7 @@
  * Sources, in order: SWVERBS_CONFIG=<file> (one device spec per line, '#' comments),
  * then SWVERBS_DEVICES="<spec>;<spec>...". With neither, one device "swv0" on
  * 127.0.0.1/8, IB link layer. Spec syntax (see docs/configuration.md):
- *   name=ipv4[/prefix][,ib|roce][,mtu=256..4096][,max_cntrs=N][,cntr_bits=K]
+ *   name=ipv4[/prefix][,ib|roce][,mtu=256..4096][,max_cntrs=N][,cntr_bits=K][,pkeys=K[:K...]]
  */
 #ifndef SWV_NET_CONFIG_H
 #define SWV_NET_CONFIG_H
@@ -15,6 +15,8 @@
 
 #define SWV_MAX_DEVICES        16
 #define SWV_DEFAULT_MAX_CNTRS  4096
+#define SWV_MAX_PKEYS          16     /* longest P_Key table a port can be given */
+#define SWV_PKEY_FULL_DEFAULT  0xffff /* the default partition, full member */
 
 enum swv_link_layer {
 	SWV_LINK_IB,  /* LID routed, IB link layer; GID = fe80::<port guid> */
@@ -29,6 +31,10 @@ struct swv_dev_config {
 	uint32_t mtu_bytes;       /* active MTU: 256..4096, default from the interface MTU */
 	uint32_t max_cntrs;       /* completion counters per context */
 	uint64_t cntr_max_value;  /* 2^k - 1, default UINT64_MAX */
+	/* The port's P_Key table (ibv_query_pkey): valid keys only (low 15 bits not 0),
+	 * no duplicates. Default: one entry, 0xffff. */
+	uint16_t pkeys[SWV_MAX_PKEYS];
+	uint8_t npkeys;
 };
 
 struct swv_config {

@@ -25,7 +25,7 @@ static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 	memcpy(payload + 4, &be, sizeof(be));
 	memset(&p, 0, sizeof(p));
 	p.opcode = SWV_OP_FLOW_CONTROL;
-	p.pkey = SWV_PKEY_DEFAULT;
+	p.pkey = qp->pkey;
 	p.dqpn = qp->attr.dest_qp_num;
 	p.paylen = SWV_FC_PAYLOAD_LEN;
 	size_t hlen = swv_pkt_build_hdr(hdr, &p);

@@ -20,6 +20,15 @@
 #define SWV_PSN_MASK     0xffffffu
 #define SWV_QPN_MASK     0xffffffu
 #define SWV_PKEY_DEFAULT 0xffff
+#define SWV_PKEY_FULL	 0x8000 /* membership bit: full member (0 = limited) */
+
+/* IB partition rule (rxe's pkey_match): the low 15 bits (the partition) are equal
+ * and not 0 (0x0000/0x8000 are the invalid P_Key), and at least one of the two is a
+ * full member: two limited members may not talk to each other. */
+static inline bool swv_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7fff) && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & SWV_PKEY_FULL);
+}
 
 /* DETH byte 4 is reserved in IB (sent 0, ignored on receive). A UDP datagram has no LRH
  * to say whether a GRH follows or which SL the sender used, so a swverbs UD sender puts

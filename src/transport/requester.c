@@ -242,7 +242,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	uint32_t paylen = 0;
 	struct swv_pkt p;
 	memset(&p, 0, sizeof(p));
-	p.pkey = SWV_PKEY_DEFAULT;
+	p.pkey = qp->pkey;
 	p.dqpn = qp->attr.dest_qp_num;
 	p.psn = psn;
 	if (qp->type == IBV_QPT_UD) {
@@ -347,7 +347,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 	for (uint32_t k = r->cur_pkt; k < w->npkts && swv_txrun_count(run) < room; k++) {
 		struct swv_pkt p;
 		memset(&p, 0, sizeof(p));
-		p.pkey = SWV_PKEY_DEFAULT;
+		p.pkey = qp->pkey;
 		p.dqpn = qp->attr.dest_qp_num;
 		p.psn = swv_psn_add(psn, k - r->cur_pkt);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);

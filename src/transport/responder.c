@@ -180,7 +180,7 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 		swv_resp_flush_ack(qp);
 	memset(&p, 0, sizeof(p));
 	p.opcode = opcode;
-	p.pkey = SWV_PKEY_DEFAULT;
+	p.pkey = qp->pkey;
 	p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 	p.psn = psn & SWV_PSN_MASK;
 	p.aeth_syndrome = syndrome;

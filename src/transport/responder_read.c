@@ -114,7 +114,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 
 		memset(&p, 0, sizeof(p));
 		p.opcode = SWV_OP_RC | read_resp_op(k, n, fresh);
-		p.pkey = SWV_PKEY_DEFAULT;
+		p.pkey = qp->pkey;
 		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 		p.psn = swv_psn_add(psn, k);
 		p.aeth_syndrome = SWV_AETH_ACK;

@@ -8,6 +8,7 @@
 
 #include "net/endpoint.h"
 #include "transport/packet.h"
+#include "util/compiler.h"
 
 struct swv_txrun {
 	unsigned n;         /* packets */
@@ -110,5 +111,9 @@ int swv_txrun_send(struct swv_txrun *r, struct swv_endpoint *ep, const struct so
 	*nsent = 0;
 	if (r->n == 0)
 		return 0;
+	if (swv_unlikely(dst->sin_port == 0)) {
+		*nsent = r->n; /* UDP port 0 (QPN 0): gone, as in swv_qp_xmit */
+		return 0;
+	}
 	return swv_ep_send_gso(ep, dst, r->iov, r->iovcnt, r->seg, r->n, nsent);
 }

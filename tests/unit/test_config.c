@@ -43,6 +43,8 @@ static void test_parse_defaults(void)
 	CHECK_EQ(d.mtu_bytes, 4096); /* loopback */
 	CHECK_EQ(d.max_cntrs, SWV_DEFAULT_MAX_CNTRS);
 	CHECK(d.cntr_max_value == UINT64_MAX);
+	CHECK_EQ(d.npkeys, 1); /* one P_Key, the default full member */
+	CHECK_EQ(d.pkeys[0], 0xffff);
 }
 
 static void test_parse_options(void)
@@ -69,6 +71,18 @@ static void test_parse_options(void)
 	CHECK(d.cntr_max_value == UINT64_MAX >> 1);
 	CHECK_OK(swv_config_parse_spec("c=127.0.0.1,max_cntrs=0", &d));
 	CHECK_EQ(d.max_cntrs, 0);
+	/* P_Key table: hexadecimal, "0x" optional, in the order given. */
+	CHECK_OK(swv_config_parse_spec("c=127.0.0.1,pkeys=0xffff:7fff: 0x8001 :0001", &d));
+	CHECK_EQ(d.npkeys, 4);
+	CHECK_EQ(d.pkeys[0], 0xffff);
+	CHECK_EQ(d.pkeys[1], 0x7fff);
+	CHECK_EQ(d.pkeys[2], 0x8001);
+	CHECK_EQ(d.pkeys[3], 0x0001);
+	CHECK_OK(swv_config_parse_spec("c=127.0.0.1,pkeys=0x1234", &d));
+	CHECK_EQ(d.npkeys, 1);
+	CHECK_EQ(d.pkeys[0], 0x1234);
+	CHECK_OK(swv_config_parse_spec("c=127.0.0.1,pkeys=1:2:3:4:5:6:7:8:9:a:b:c:d:e:f:10", &d));
+	CHECK_EQ(d.npkeys, 16);
 	static const unsigned mtus[] = {256, 512, 1024, 2048, 4096};
 	for (unsigned i = 0; i < 5; i++) {
 		char spec[64];
@@ -129,6 +143,19 @@ static void test_parse_rejects(void)
 	expect_bad("swv0=127.0.0.1,cntr_bits=65");
 	expect_bad("swv0=127.0.0.1,cntr_bits=0x10");
 	expect_bad("swv0=127.0.0.1,colour=blue");
+	expect_bad("swv0=127.0.0.1,pkeys");
+	expect_bad("swv0=127.0.0.1,pkeys=");
+	expect_bad("swv0=127.0.0.1,pkeys=0x0000");	  /* the invalid P_Key */
+	expect_bad("swv0=127.0.0.1,pkeys=0xffff:0x8000"); /* invalid, full bit */
+	expect_bad("swv0=127.0.0.1,pkeys=0xffff:0xffff"); /* twice */
+	expect_bad("swv0=127.0.0.1,pkeys=0x10000");
+	expect_bad("swv0=127.0.0.1,pkeys=0xfffg");
+	expect_bad("swv0=127.0.0.1,pkeys=0x");
+	expect_bad("swv0=127.0.0.1,pkeys=ffff:");
+	expect_bad("swv0=127.0.0.1,pkeys=:ffff");
+	expect_bad("swv0=127.0.0.1,pkeys=ffff::7fff");
+	expect_bad("swv0=127.0.0.1,pkeys=1:2:3:4:5:6:7:8:9:a:b:c:d:e:f:10:11");
+	expect_bad("swv0=127.0.0.1,pkeys=ffff,pkeys=7fff");
 	/* Not a local address (TEST-NET-3), unspecified, broadcast, multicast. */
 	expect_bad("swv0=203.0.113.77");
 	expect_bad("swv0=0.0.0.0");
