@@ -142,7 +142,7 @@ SWV_EXPORT int ibv_read_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t *val
 {
 	if (!comp_cntr || !value)
 		return EINVAL;
-	*value = swv_comp_cntr_load(to_swv_cntr(comp_cntr), false);
+	*value = swv_comp_cntr_read(to_swv_cntr(comp_cntr), false);
 	return 0;
 }
 
@@ -150,7 +150,7 @@ SWV_EXPORT int ibv_read_err_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t 
 {
 	if (!comp_cntr || !value)
 		return EINVAL;
-	*value = swv_comp_cntr_load(to_swv_cntr(comp_cntr), true);
+	*value = swv_comp_cntr_read(to_swv_cntr(comp_cntr), true);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "core/comp_cntr.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,6 +67,22 @@ void swv_comp_cntr_store(struct swv_comp_cntr *c, bool err, uint64_t value)
 	/* A plain store: increments racing with it may be lost, as documented. */
 	atomic_store_explicit(err ? c->err : c->comp, value, memory_order_seq_cst);
 	cntr_maybe_notify(c, err);
+}
+
+/* Slow path of swv_comp_cntr_read: the value stood still for SWV_CNTR_READ_STILL reads. */
+uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err)
+{
+	_Atomic uint64_t *last = &c->rd[err].last;
+	uint64_t v;
+
+	atomic_store_explicit(&c->rd[err].still, 0, memory_order_relaxed);
+	if (swv_progress_drive(to_swv_ctx(c->ibcntr.context)) < 0)
+		sched_yield(); /* the receiver may be preempted on this very core */
+	/* The pass may have completed work: report the count as it is now (the
+	 * acquire load keeps the counting contract). */
+	v = swv_comp_cntr_load(c, err);
+	atomic_store_explicit(last, v, memory_order_relaxed);
+	return v;
 }
 
 /* ---- create / destroy ---- */

@@ -71,6 +71,17 @@ struct swv_comp_cntr {
 
 	struct swv_list ctx_entry;     /* in ctx->cntr_list, under ctx->cntr_lock */
 
+	/* ---- readers' hint (swv_comp_cntr_read): its own line, written only by threads
+	 * reading the counter, so neither the data path nor waiters share it ----
+	 * rd[0] for the completion count, rd[1] for the error count: the value the last
+	 * read returned and how many reads in a row returned it. Relaxed and racy on
+	 * purpose: concurrent readers may lose each other's updates, which only shifts
+	 * when the next receive pass happens. */
+	_Alignas(SWV_CACHELINE) struct {
+		_Atomic uint64_t last;
+		_Atomic uint32_t still;
+	} rd[2];
+
 	/* ---- the values when not in application memory: their own line ---- */
 	_Alignas(SWV_CACHELINE) _Atomic uint64_t own[2];
 };
@@ -104,6 +115,32 @@ void swv_comp_cntr_add(struct swv_comp_cntr *c, bool err, uint64_t amount);
 static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool err)
 {
 	return atomic_load_explicit(err ? c->err : c->comp, memory_order_acquire);
+}
+
+/* ibv_read_comp_cntr / ibv_read_err_comp_cntr: the value, and -- whoever waits makes
+ * progress -- once it has stood still for SWV_CNTR_READ_STILL reads in a row, one
+ * swv_progress_drive for the counter's context (which is also every attached QP's:
+ * attach refuses a QP of another context). While the count moves a read is a load
+ * and a compare; the pass costs nothing either when the context is idle. */
+#define SWV_CNTR_READ_STILL 64
+uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err);
+static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
+{
+	uint64_t v = swv_comp_cntr_load(c, err);
+	_Atomic uint64_t *last = &c->rd[err].last;
+	_Atomic uint32_t *still = &c->rd[err].still;
+
+	if (swv_likely(v != atomic_load_explicit(last, memory_order_relaxed))) {
+		atomic_store_explicit(last, v, memory_order_relaxed);
+		atomic_store_explicit(still, 0, memory_order_relaxed);
+		return v;
+	}
+	uint32_t s = atomic_load_explicit(still, memory_order_relaxed) + 1;
+	if (swv_likely(s < SWV_CNTR_READ_STILL)) {
+		atomic_store_explicit(still, s, memory_order_relaxed);
+		return v;
+	}
+	return swv_comp_cntr_read_still(c, err);
 }
 
 /* Map an attach op_mask to slot bits (bit i = enum swv_cntr_slot i). */

@@ -12,17 +12,23 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/context.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 /* Spin this long before sleeping: covers completions that are microseconds away
- * without a futex round trip, yet is short enough not to matter for CPU time. */
-#define SWV_CNTR_SPIN_NS 10000ull
+ * without a futex round trip, yet is short enough not to matter for CPU time. While
+ * the spin's receive passes keep finding packets it goes on, up to SWV_CNTR_SPIN_MAX_NS:
+ * the waiter is then doing the transport's work itself, which beats sleeping and
+ * waking the progress thread for it. */
+#define SWV_CNTR_SPIN_NS     10000ull
+#define SWV_CNTR_SPIN_MAX_NS 200000ull
 
 static inline void cpu_relax(void)
 {
@@ -79,28 +85,44 @@ static void wake_at_min(struct swv_comp_cntr *c, uint64_t thr)
 int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_t err0,
 			    int timeout_ms)
 {
+	struct swv_context *ctx = to_swv_ctx(c->ibcntr.context);
 	const uint64_t start = swv_now_ns();
 	const uint64_t deadline = timeout_ms < 0 ? 0 : start + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t progressed = start;
 	int ret;
 
-	/* Phase 1: a short spin with plain acquire loads. */
+	/* Phase 1: a short spin with plain acquire loads; whoever waits makes progress,
+	 * so every 64th look (the first included: a zero timeout still drives once) runs
+	 * a receive pass for the counter's context when one is wanted. */
 	for (unsigned i = 0;; i++) {
 		if (atomic_load_explicit(c->comp, memory_order_acquire) >= threshold)
 			return 0;
 		if (atomic_load_explicit(c->err, memory_order_acquire) != err0)
 			return EIO;
-		if ((i & 63) == 63) {
+		if ((i & 63) == 0) {
+			int done = swv_progress_drive(ctx);
+			if (done < 0)
+				sched_yield(); /* the receiver may be preempted on this core */
+			if (atomic_load_explicit(c->comp, memory_order_acquire) >= threshold)
+				return 0;
+			if (atomic_load_explicit(c->err, memory_order_acquire) != err0)
+				return EIO;
 			uint64_t now = swv_now_ns();
+			if (done > 0)
+				progressed = now;
 			if (deadline && now >= deadline)
 				return ETIMEDOUT;
-			if (now - start >= SWV_CNTR_SPIN_NS)
+			if (now - progressed >= SWV_CNTR_SPIN_NS ||
+			    now - start >= SWV_CNTR_SPIN_MAX_NS)
 				break;
 		}
 		cpu_relax();
 	}
 
 	/* Phase 2: sleep on the futex; updaters wake us once they see wake_at reached
-	 * or the error count change. */
+	 * or the error count change. Asleep, this thread cannot receive: the progress
+	 * thread must (swv_progress_release wakes it if it left that to a driver). */
+	swv_progress_release(ctx);
 	atomic_fetch_add(&c->nwaiters, 1);
 	atomic_fetch_add(&c->watchers, 1);
 	for (;;) {
@@ -219,6 +241,8 @@ static void fd_set_mode(struct swv_comp_cntr *c, enum swv_cntr_fd_mode mode, uin
 
 int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c)
 {
+	/* The fd is for blocking in poll/read, where no library code runs to receive. */
+	swv_progress_release(to_swv_ctx(c->ibcntr.context));
 	pthread_mutex_lock(&c->fd_lock);
 	bool created = c->efd < 0;
 	int ret = fd_ensure(c);
@@ -231,6 +255,7 @@ int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c)
 
 int swv_comp_cntr_arm_impl(struct swv_comp_cntr *c, uint64_t threshold)
 {
+	swv_progress_release(to_swv_ctx(c->ibcntr.context)); /* as swv_comp_cntr_fd_impl */
 	pthread_mutex_lock(&c->fd_lock);
 	int ret = fd_ensure(c);
 	if (ret == 0) {

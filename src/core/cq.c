@@ -85,11 +85,12 @@ int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64
 	if (num_entries < 0 || (num_entries && !wc))
 		return -1;
 	/* Empty ring: no lock, no store (the common answer of a busy-polling loop). The
-	 * poller then does the context's pending receive work itself, if nobody else is
-	 * (swv_progress_assist), and looks once more; if someone else is, it yields so a
-	 * preempted holder can finish rather than wait out this thread's time slice. */
+	 * poller then does the context's pending receive work itself when there is any
+	 * and nobody else is doing it (swv_progress_drive: no system call while the
+	 * context is idle), and looks once more; if someone else is receiving, it yields
+	 * so a preempted holder can finish rather than wait out this thread's slice. */
 	if (cq_empty(cq)) {
-		int done = swv_progress_assist(to_swv_ctx(cq->ibcq.context));
+		int done = swv_progress_drive(to_swv_ctx(cq->ibcq.context));
 		if (done < 0)
 			sched_yield();
 		if (done <= 0 || cq_empty(cq))
@@ -112,6 +113,9 @@ int swv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct swv_cq *cq = to_swv_cq(ibcq);
 
+	/* Arming precedes blocking on the channel's fd, where this thread cannot drive
+	 * progress: the progress thread must receive again. */
+	swv_progress_release(to_swv_ctx(ibcq->context));
 	pthread_mutex_lock(&cq->lock);
 	/* Arming for "any" subsumes a pending "solicited only" arm, never the reverse. */
 	if (!solicited_only)

@@ -197,6 +197,11 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
+	/* Its send WQEs still queued are no longer outstanding (progress.h). */
+	pthread_mutex_lock(&qp->lock);
+	swv_progress_sq_add(&ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
+	qp->sq.head = qp->sq.tail;
+	pthread_mutex_unlock(&qp->lock);
 	if (qp->type == IBV_QPT_UC)
 		swv_log(SWV_LOG_DEBUG,
 			"qp %#x: flow control: %llu waits for credit, %llu probes, %llu credits "

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/ah.h"
+#include "core/context.h"
 #include "core/qp.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
@@ -223,6 +224,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			}
 		}
 		qp->sq.tail++;
+		swv_progress_sq_add(&qp->ctx->progress, 1);
 		posted = true;
 		if (qp->state == IBV_QPS_ERR)
 			swv_qp_to_error(qp); /* flushes it right away */

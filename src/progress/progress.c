@@ -101,12 +101,15 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	st->gn++;
 }
 
-/* Returns the number of packets dispatched. */
-static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st)
+/* Returns the number of packets dispatched; each receive call is counted in *calls
+ * (work_lock held: one writer at a time). */
+static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
+		       _Atomic uint64_t *calls)
 {
 	int total = 0;
 	for (int round = 0; round < RX_ROUNDS; round++) {
 		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
+		stat_inc(calls);
 		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
 			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
@@ -220,31 +223,96 @@ static int wait_events(struct swv_progress *pr, struct epoll_event *evs, uint64_
 	return epoll_wait(pr->epfd, evs, MAX_EVENTS, ms);
 }
 
+/* Receive work was done at 'now': packets are expected for a while (work_lock held). */
+static void rx_hot(struct swv_progress *pr, uint64_t now)
+{
+	atomic_store_explicit(&pr->rx_hot_until, now + SWV_PROGRESS_HOT_NS, memory_order_relaxed);
+}
+
+/* Add (EPOLL_CTL_ADD) or remove (DEL) every socket of the context to/from the thread's
+ * epoll set. Removal rather than an empty event mask: a muted socket must not wake the
+ * thread even with an error queued (the driver's receive pass drains it). ENOENT and
+ * EEXIST are expected: a socket opened meanwhile joins the set by itself
+ * (swv_progress_add_endpoint), and the event loop removes it again while muted. */
+static void set_interest(struct swv_context *ctx, bool on)
+{
+	struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&ctx->qp_lock); /* ports[] grows under it; entries never move */
+	for (; n < ctx->nports; n++)
+		eps[n] = &ctx->ports[n]->ep;
+	pthread_mutex_unlock(&ctx->qp_lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = eps[i]};
+		if (epoll_ctl(ctx->progress.epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, eps[i]->fd,
+			      &ev) &&
+		    errno != ENOENT && errno != EEXIST)
+			swv_log(SWV_LOG_ERR, "progress: epoll_ctl(%s): %s", on ? "add" : "del",
+				strerror(errno));
+	}
+}
+
+/* Before sleeping: mute the sockets while an application thread holds the driver's
+ * lease (or the test hook says so), unmute them once it has lapsed or was released.
+ * Returns the deadline to sleep to: 'next', or the lease's end when that is earlier,
+ * so the thread looks again when the lease may have lapsed. */
+static uint64_t mute_update(struct swv_context *ctx, bool *muted, uint64_t next)
+{
+	struct swv_progress *pr = &ctx->progress;
+	bool norx = atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+
+	if (!*muted) {
+		if (!norx &&
+		    atomic_load_explicit(&pr->drive_until, memory_order_relaxed) <= swv_now_ns())
+			return next; /* the common case: nobody drives */
+		/* Published before drive_until is read again: a releaser that stores 0 and
+		 * then finds muted false knows this read will see its 0. */
+		atomic_store(&pr->muted, true);
+		set_interest(ctx, false);
+		*muted = true;
+	}
+	if (norx)
+		return next;
+	uint64_t du = atomic_load(&pr->drive_until);
+	if (du > swv_now_ns())
+		return SWV_MIN(next, du);
+	set_interest(ctx, true); /* level-triggered: anything queued meanwhile shows at once */
+	atomic_store(&pr->muted, false);
+	*muted = false;
+	return next;
+}
+
 static void *progress_main(void *arg)
 {
 	struct swv_context *ctx = arg;
 	struct swv_progress *pr = &ctx->progress;
 	struct epoll_event evs[MAX_EVENTS];
 	struct swv_progress_rx *st = pr->rx;
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX; /* earliest timer or kicked deadline */
+	bool muted = false;	    /* sockets out of the epoll set (mute_update) */
 
 	for (;;) {
+		uint64_t sleep_to = mute_update(ctx, &muted, next);
 		/* Announce the deadline we will sleep to, then look at 'pending': a kicker
 		 * either sees our sleep_until (and writes the eventfd) or we see its deadline
 		 * (seq_cst on both sides). */
 		for (;;) {
-			atomic_store(&pr->sleep_until, next);
+			atomic_store(&pr->sleep_until, sleep_to);
 			uint64_t p = atomic_load(&pr->pending);
-			if (p >= next)
+			if (p >= sleep_to)
 				break;
-			next = p;
+			sleep_to = next = p;
 		}
 		if (atomic_load(&pr->stop))
 			break;
-		int n = wait_events(pr, evs, next);
+		int n = wait_events(pr, evs, sleep_to);
 		atomic_store(&pr->sleep_until, 0);
 		if (atomic_load(&pr->stop))
 			break;
+		/* Woken only to look at the lease (no event, no deadline due): no work. */
+		if (n == 0 && muted && swv_now_ns() < next)
+			continue;
 
 		/* The netdev watch touches no QP and may wait for the kernel (a resync after
 		 * an overrun): outside the work section, so nothing else waits for it. */
@@ -285,7 +353,14 @@ static void *progress_main(void *arg)
 			}
 			if (evs[i].data.ptr == NETDEV_TAG)
 				continue; /* done above */
-			rx_endpoint(ctx, ep, st);
+			if (muted) {
+				/* A socket opened while muted joined the set by itself. */
+				(void)epoll_ctl(pr->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+				if (atomic_load_explicit(&pr->test_norx, memory_order_relaxed))
+					continue;
+			}
+			if (rx_endpoint(ctx, ep, st, &pr->rx_calls_thread) > 0)
+				rx_hot(pr, now);
 		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, run_timers(ctx, st, now));
@@ -314,10 +389,81 @@ int swv_progress_assist(struct swv_context *ctx)
 		eps[n] = &ctx->ports[n]->ep;
 	pthread_mutex_unlock(&ctx->qp_lock);
 	for (unsigned i = 0; i < n; i++)
-		done += rx_endpoint(ctx, eps[i], pr->rx);
+		done += rx_endpoint(ctx, eps[i], pr->rx, &pr->rx_calls_app);
+	stat_inc(&pr->app_passes);
+	if (done > 0)
+		rx_hot(pr, swv_now_ns());
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
 	return done;
+}
+
+/* Progress is wanted: send WQEs outstanding, or packets received recently. */
+static bool drive_wanted(struct swv_progress *pr)
+{
+	if (atomic_load_explicit(&pr->sq_outstanding, memory_order_relaxed) > 0)
+		return true;
+	uint64_t hot = atomic_load_explicit(&pr->rx_hot_until, memory_order_relaxed);
+	if (!hot)
+		return false;
+	if (swv_now_ns() < hot)
+		return true;
+	/* Lapsed: clear it (unless a pass just renewed it) so idle polls skip the clock. */
+	atomic_compare_exchange_strong_explicit(&pr->rx_hot_until, &hot, 0, memory_order_relaxed,
+						memory_order_relaxed);
+	return false;
+}
+
+int swv_progress_drive(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+
+	if (!pr->started)
+		return 0;
+	if (!drive_wanted(pr)) {
+		/* A driver whose reason to receive ended hands receiving back at once. */
+		if (atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
+			swv_progress_release(ctx);
+		return 0;
+	}
+	int done = swv_progress_assist(ctx);
+	if (done < 0)
+		return done;
+	/* Passes in a tight loop hold the lease; occasional ones do not, so an
+	 * application that polls now and then never delays the thread's receiving. */
+	uint64_t now = swv_now_ns();
+	uint64_t prev = atomic_exchange_explicit(&pr->last_drive_ns, now, memory_order_relaxed);
+	if (now - prev < SWV_PROGRESS_BUSY_GAP_NS) {
+		uint64_t du = atomic_load_explicit(&pr->drive_until, memory_order_relaxed);
+		if (du < now + SWV_PROGRESS_LEASE_NS - SWV_PROGRESS_LEASE_NS / 8)
+			atomic_store_explicit(&pr->drive_until, now + SWV_PROGRESS_LEASE_NS,
+					      memory_order_relaxed);
+	}
+	return done;
+}
+
+void swv_progress_release(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+
+	if (!pr->started || !atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
+		return;
+	atomic_store(&pr->drive_until, 0);
+	/* See 'muted' in progress.h: the thread either sees the 0 or is woken here. */
+	if (atomic_load(&pr->muted))
+		swv_progress_kick(ctx, 0);
+}
+
+void swv_progress_test_norx(struct swv_context *ctx, bool on)
+{
+	struct swv_progress *pr = &ctx->progress;
+
+	atomic_store(&pr->test_norx, on);
+	swv_progress_kick(ctx, 0);
+	while (on && !atomic_load(&pr->muted)) {
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 static void rx_state_free(struct swv_progress_rx *st)
@@ -345,6 +491,12 @@ int swv_progress_start(struct swv_context *ctx)
 	atomic_init(&pr->pending, UINT64_MAX);
 	atomic_init(&pr->seq, 0);
 	atomic_init(&pr->sync_waiters, 0);
+	atomic_init(&pr->sq_outstanding, 0);
+	atomic_init(&pr->rx_hot_until, 0);
+	atomic_init(&pr->drive_until, 0);
+	atomic_init(&pr->last_drive_ns, 0);
+	atomic_init(&pr->muted, false);
+	atomic_init(&pr->test_norx, false);
 
 	pr->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (pr->epfd < 0)

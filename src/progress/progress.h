@@ -22,6 +22,10 @@
  *    iteration (a QP's timer_deadline, the fault injector's hold queue).
  *  - swv_progress_sync: after unpublishing an object (seq_cst store), waits until
  *    no iteration that could have seen it is still running (futex on 'seq').
+ *  - Application threads that wait for completions receive too (swv_progress_drive,
+ *    under work_lock). While one does so in a tight loop it holds a lease, and the
+ *    thread sleeps with its sockets out of its epoll set (muted) until its timers,
+ *    the lease's end or a release; see the fields under "Who receives".
  */
 #ifndef SWV_PROGRESS_PROGRESS_H
 #define SWV_PROGRESS_PROGRESS_H
@@ -64,10 +68,42 @@ struct swv_progress {
 	 * (acquire) after every wait. The kernel already orders epoll_ctl before the event,
 	 * but C11 (and ThreadSanitizer) need this edge to see the endpoint's fields. */
 	_Atomic uint32_t ep_gen;
-	/* receive statistics (progress thread writes, anyone reads) */
+	/* receive statistics (written under work_lock, so by one thread at a time; anyone
+	 * reads) */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
+	_Atomic uint64_t rx_calls_thread; /* receive system calls made by the thread */
+	_Atomic uint64_t rx_calls_app;    /* ... by application threads (swv_progress_drive) */
+	_Atomic uint64_t app_passes;      /* receive passes run by application threads */
 	_Atomic uint64_t wakeups;      /* eventfd writes by kicks (statistics) */
 	_Atomic uint64_t timer_arms;   /* timerfd arms by swv_progress_arm (statistics) */
+
+	/* ---- Who receives (docs/design.md, "Whoever waits makes progress") ----
+	 * Read on every empty poll and still counter read, hence a line of their own.
+	 *
+	 * sq_outstanding: send WQEs posted and not yet retired, over all QPs of the
+	 * context (+1 per WQE queued by post_send, -1 when swv_req_complete_head retires
+	 * one, -(tail - head) when RESET or destroy drops a queue); changed under the
+	 * QP's lock, read lock-free. While > 0, ACKs or responses are on their way.
+	 * rx_hot_until: ns until which packets are "expected soon": set to now +
+	 * SWV_PROGRESS_HOT_NS by every receive pass that got packets (thread or
+	 * application, under work_lock); a driver that finds it expired CASes it to 0 so
+	 * that later idle polls need not read the clock.
+	 * drive_until / last_drive_ns: the lease of an application thread that is
+	 * receiving in a tight loop (passes less than SWV_PROGRESS_BUSY_GAP_NS apart):
+	 * until drive_until the thread keeps its sockets out of its epoll set and leaves
+	 * receiving to that driver. Written by drivers (relaxed: a hint); released (0,
+	 * seq_cst) by a thread about to block, which then wakes the progress thread if
+	 * 'muted' -- the thread stores muted = true (seq_cst) before it reads drive_until,
+	 * so one of the two sees the other.
+	 * muted: the sockets are out of the thread's epoll set. Written only by the
+	 * thread. */
+	_Alignas(64) _Atomic int64_t sq_outstanding;
+	_Atomic uint64_t rx_hot_until;
+	_Atomic uint64_t drive_until;
+	_Atomic uint64_t last_drive_ns;
+	_Atomic bool muted;
+	/* Test hook (swv_progress_test_norx): the thread never receives. */
+	_Atomic bool test_norx;
 };
 
 /* Create the epoll set, the doorbell and the thread. Returns 0 or a positive errno
@@ -93,14 +129,43 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns);
  * itself it returns at once (the caller is that work). */
 void swv_progress_sync(struct swv_context *ctx);
 bool swv_progress_is_self(struct swv_context *ctx);
-/* Application-assisted progress: if nobody is receiving for ctx right now, receive and
- * dispatch what its sockets hold, without blocking. Called by ibv_poll_cq on an empty
- * CQ, so a busy-polling application completes its own work instead of waiting for the
- * progress thread to be scheduled (on a machine with few cores, a poller can starve it
- * for milliseconds). Returns the number of packets processed, or -1 if another thread
- * holds the work lock -- the caller should then yield the CPU, because that holder may
- * be waiting for the very core the caller spins on. Never call it while holding a QP
- * or CQ lock. */
+/* One receive pass by an application thread: if nobody is receiving for ctx right now,
+ * receive and dispatch what its sockets hold, without blocking. Returns the number of
+ * packets processed, or -1 if another thread holds the work lock. Unconditional (a
+ * system call per socket); waiters call swv_progress_drive instead. Never call it
+ * while holding a QP or CQ lock. */
 int swv_progress_assist(struct swv_context *ctx);
+
+/* Whoever waits makes progress (docs/design.md): called by every call through which
+ * an application learns of completions when it found nothing new (an empty
+ * ibv_poll_cq / start_poll / next_poll, a counter read whose value stood still, the
+ * spin of swv_comp_cntr_wait). Runs a receive pass only when progress is wanted --
+ * send WQEs outstanding on the context, or packets received within the last
+ * SWV_PROGRESS_HOT_NS -- so an idle poll makes no system call; a tight loop of
+ * passes takes the lease that lets the progress thread sleep meanwhile. Returns as
+ * swv_progress_assist (0 when no pass was wanted); on -1 the caller should yield the
+ * CPU, because the holder may be waiting for the very core the caller spins on.
+ * Never call it while holding a QP or CQ lock. */
+#define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
+#define SWV_PROGRESS_LEASE_NS	 1000000ull /* a driver's lease: the thread's takeover delay */
+#define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
+int swv_progress_drive(struct swv_context *ctx);
+/* The calling thread is about to block (futex, completion channel, counter fd) or
+ * arms an event: give up any driver's lease so the progress thread receives again,
+ * waking it if it sleeps with its sockets muted. Cheap when no lease is held. */
+void swv_progress_release(struct swv_context *ctx);
+
+/* Send WQEs queued (+n) or retired/dropped (-n) on a QP of the context (qp->lock held). */
+static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
+{
+	atomic_fetch_add_explicit(&pr->sq_outstanding, n, memory_order_relaxed);
+}
+
+/* Test hook, internal (unit tests only; no public API or environment setting): with
+ * on, the context's progress thread stops receiving for good -- its sockets leave its
+ * epoll set and stay out -- while it still runs timers. Only application threads
+ * (swv_progress_drive) then receive, which is what tests of "whoever waits makes
+ * progress" need. Returns once the thread has muted its sockets. */
+void swv_progress_test_norx(struct swv_context *ctx, bool on);
 
 #endif

@@ -168,6 +168,7 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
 	if (idx == r->started)
 		r->started = idx + 1;
 	qp->sq.head = idx + 1;
+	swv_progress_sq_add(&qp->ctx->progress, -1);
 	r->read_off = 0;
 	return swv_complete(qp, &c);
 }
