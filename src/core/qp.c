@@ -203,6 +203,12 @@ int swv_qp_destroy(struct swv_qp *qp)
 			qp->qpn, (unsigned long long)qp->req.fc.n_blocked,
 			(unsigned long long)qp->req.fc.n_probes,
 			(unsigned long long)qp->resp.fc.n_credits);
+	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "
+			"fault), %llu of them faulted",
+			qp->qpn, (unsigned long long)qp->resp.stats.remote_refused,
+			(unsigned long long)qp->resp.stats.remote_faults);
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);
