@@ -5,23 +5,25 @@
  * and bounds (overflow-safe: no 'va + len' is ever computed before proving it cannot
  * wrap), and copies while still holding the lock, so ibv_dereg_mr (write lock) returns
  * only when no copy into or out of that region is in progress and none can start.
+ * The copies themselves are fault-safe (core/memsafe.h): memory the application has
+ * unmapped or write-protected since registration fails the access, never the process.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "core/context.h"
 #include "core/device.h"
+#include "core/memsafe.h"
 #include "core/mr.h"
-#include "util/tsan.h"
 #include "core/pd.h"
-#include "util/clock.h"
+#include "util/compiler.h"
 #include "util/log.h"
 
-#define KEY_INDEX_MASK 0xffffu
-#define MR_MAX_SLOTS   (SWV_DEV_MAX_MR + 1) /* index 0 unused */
+#define TABLE_MIN 256u /* keys; the table doubles at half full */
 
 /* Flush access bits (rdma-core IBV_ACCESS_FLUSH_GLOBAL/PERSISTENT) are not in older
  * headers; swverbs has no FLUSH operation so registering for it is EOPNOTSUPP. */
@@ -38,7 +40,8 @@ int swv_mr_table_init(struct swv_mr_table *t)
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	t->next = 1;
+	/* Copies into registered memory are fault-safe from the first MR on. */
+	swv_memsafe_init();
 	pthread_rwlockattr_init(&a);
 	/* Writer preference: a dereg must not wait behind an endless stream of accesses. */
 	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -49,30 +52,152 @@ int swv_mr_table_init(struct swv_mr_table *t)
 
 void swv_mr_table_destroy(struct swv_mr_table *t)
 {
-	/* MRs the application never deregistered die with their context. */
-	for (uint32_t i = 0; i < t->nslots; i++) {
-		struct swv_mr *mr = t->slot[i];
-		if (mr) {
-			atomic_fetch_sub(&mr->pd->users, 1);
-			free(mr);
+	/* MRs the application never deregistered die with their context (each once: by
+	 * its lkey entry). */
+	for (uint32_t i = 0; t->ent && i <= t->mask; i++) {
+		struct swv_mr_key *e = &t->ent[i];
+		if (e->key && !e->remote) {
+			atomic_fetch_sub(&e->mr->pd->users, 1);
+			free(e->mr);
 		}
 	}
-	free(t->slot);
+	free(t->ent);
 	pthread_rwlock_destroy(&t->lock);
 	memset(t, 0, sizeof(*t));
 }
 
-static uint16_t random16(void)
+/* ---- keys: a hash table keyed by the full 32-bit key ---- */
+
+static inline uint32_t key_hash(uint32_t key)
 {
-	uint16_t r;
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r))
-		return r;
-	/* Entropy pool not ready (early boot): still unpredictable enough for a peer that
-	 * cannot see our clock at ns resolution. */
-	uint64_t t = swv_now_ns();
-	t ^= t >> 29;
-	t *= 0xbf58476d1ce4e5b9ull;
-	return (uint16_t)(t ^ (t >> 32));
+	/* Keys are random already; the multiply only spreads any bias over the table. */
+	return key * 0x9e3779b1u;
+}
+
+static struct swv_mr_key *key_slot(const struct swv_mr_table *t, uint32_t key)
+{
+	for (uint32_t i = key_hash(key) & t->mask;; i = (i + 1) & t->mask) {
+		struct swv_mr_key *e = &t->ent[i];
+		if (e->key == key || e->key == 0)
+			return e; /* never full: at most half the slots are used */
+	}
+}
+
+struct swv_mr *swv_mr_lookup(struct swv_mr_table *t, uint32_t key, bool remote)
+{
+	if (key == 0 || !t->ent)
+		return NULL;
+	const struct swv_mr_key *e = key_slot(t, key);
+	return e->key == key && e->remote == remote ? e->mr : NULL;
+}
+
+static void key_insert(struct swv_mr_table *t, uint32_t key, bool remote, struct swv_mr *mr)
+{
+	struct swv_mr_key *e = key_slot(t, key);
+	*e = (struct swv_mr_key){.key = key, .remote = remote, .mr = mr};
+	t->nkeys++;
+}
+
+/* Linear probing without tombstones: close the gap by moving later entries of the
+ * cluster back when their home slot allows it. */
+static void key_remove(struct swv_mr_table *t, uint32_t key)
+{
+	struct swv_mr_key *e = key_slot(t, key);
+	if (e->key != key)
+		return;
+	uint32_t hole = (uint32_t)(e - t->ent);
+	for (uint32_t j = (hole + 1) & t->mask; t->ent[j].key; j = (j + 1) & t->mask) {
+		uint32_t home = key_hash(t->ent[j].key) & t->mask;
+		/* entry j may fill the hole unless its home lies in (hole, j] cyclically */
+		if (((j - home) & t->mask) >= ((j - hole) & t->mask)) {
+			t->ent[hole] = t->ent[j];
+			hole = j;
+		}
+	}
+	memset(&t->ent[hole], 0, sizeof(t->ent[hole]));
+	t->nkeys--;
+}
+
+/* Room for two more keys at most half full (write lock held): false = no memory. */
+static bool key_reserve(struct swv_mr_table *t)
+{
+	uint32_t size = t->ent ? t->mask + 1 : 0;
+	if ((t->nkeys + 2) * 2 <= size)
+		return true;
+	uint32_t n = size ? size * 2 : TABLE_MIN;
+	struct swv_mr_key *old = t->ent, *ne = calloc(n, sizeof(*ne));
+	if (!ne)
+		return false;
+	t->ent = ne;
+	t->mask = n - 1;
+	t->nkeys = 0;
+	for (uint32_t i = 0; i < size; i++)
+		if (old[i].key)
+			key_insert(t, old[i].key, old[i].remote, old[i].mr);
+	free(old);
+	return true;
+}
+
+/* Fill buf from the kernel's CSPRNG. getrandom blocks only until the pool is first
+ * initialised (early boot); /dev/urandom covers a getrandom that seccomp refuses. */
+static bool csprng(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = getrandom(p + got, len - got, 0);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	if (got == len)
+		return true;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+		if (n > 0)
+			got += (size_t)n;
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else
+			break;
+	}
+	close(fd);
+	return got == len;
+}
+
+/* A fresh key (write lock held): random, non-zero, not a live key. 0 = no randomness
+ * available, which fails the registration rather than hand out a guessable key. */
+static uint32_t new_key(struct swv_mr_table *t)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		if (t->npool == 0) {
+			if (!csprng(t->pool, sizeof(t->pool)))
+				return 0;
+			t->npool = SWV_ARRAY_SIZE(t->pool);
+		}
+		uint32_t k = t->pool[--t->npool];
+		t->pool[t->npool] = 0;
+		if (k != 0 && key_slot(t, k)->key != k)
+			return k;
+	}
+	return 0;
+}
+
+/* [addr, addr + length) can be used as 'access' asks: mapped, and writable for any
+ * right that lets something write it. */
+static int check_mapping(const void *addr, size_t length, unsigned access)
+{
+	bool write =
+	    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+	return swv_mem_check(addr, length, write);
 }
 
 int swv_mr_check_access(unsigned access)
@@ -105,34 +230,6 @@ static int check_range(const void *addr, size_t length, uint64_t iova)
 	return 0;
 }
 
-/* Find a free index (write lock held), growing the slot array. 0 = table full. */
-static uint32_t alloc_index(struct swv_mr_table *t)
-{
-	if (t->nused + 1 >= MR_MAX_SLOTS)
-		return 0;
-	if (t->nused + 1 >= t->nslots && t->nslots < MR_MAX_SLOTS) {
-		uint32_t n = t->nslots ? t->nslots * 2 : 64;
-		if (n > MR_MAX_SLOTS)
-			n = MR_MAX_SLOTS;
-		struct swv_mr **s = realloc(t->slot, n * sizeof(*s));
-		if (!s)
-			return 0;
-		memset(s + t->nslots, 0, (n - t->nslots) * sizeof(*s));
-		if (t->nslots == 0)
-			t->next = 1;
-		t->slot = s;
-		t->nslots = n;
-	}
-	for (uint32_t k = 0; k < t->nslots; k++) {
-		uint32_t i = (t->next + k) % t->nslots;
-		if (i != 0 && !t->slot[i]) {
-			t->next = i + 1;
-			return i;
-		}
-	}
-	return 0;
-}
-
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access)
 {
@@ -140,6 +237,8 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	int rc = swv_mr_check_access(access);
 	if (!rc)
 		rc = check_range(addr, length, iova);
+	if (!rc)
+		rc = check_mapping(addr, length, access);
 	if (rc) {
 		errno = rc;
 		return NULL;
@@ -160,22 +259,24 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->ibmr.length = length;
 
 	pthread_rwlock_wrlock(&t->lock);
-	uint32_t idx = alloc_index(t);
-	if (!idx) {
+	uint32_t lkey = 0, rkey = 0;
+	if (t->nmrs < SWV_DEV_MAX_MR && key_reserve(t) && (lkey = new_key(t)) != 0) {
+		key_insert(t, lkey, false, mr);
+		rkey = new_key(t); /* lkey is live now: rkey differs from it */
+		if (!rkey)
+			key_remove(t, lkey);
+	}
+	if (!rkey) {
 		pthread_rwlock_unlock(&t->lock);
 		free(mr);
 		errno = ENOMEM;
 		return NULL;
 	}
-	uint16_t lr = random16(), rr;
-	do
-		rr = random16();
-	while (rr == lr); /* lkey and rkey never equal: one cannot stand for the other */
-	mr->ibmr.handle = idx;
-	mr->ibmr.lkey = (uint32_t)lr << 16 | idx;
-	mr->ibmr.rkey = (uint32_t)rr << 16 | idx;
-	t->slot[idx] = mr;
-	t->nused++;
+	key_insert(t, rkey, true, mr);
+	t->nmrs++;
+	mr->ibmr.lkey = lkey;
+	mr->ibmr.rkey = rkey;
+	mr->ibmr.handle = lkey; /* no kernel object: an opaque per-MR value */
 	atomic_fetch_add(&pd->users, 1);
 	pthread_rwlock_unlock(&t->lock);
 	return mr;
@@ -184,13 +285,13 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 {
 	struct swv_mr_table *t = &ctx->mrs;
-	uint32_t idx = mr->ibmr.lkey & KEY_INDEX_MASK;
 
 	/* Waits for every access in progress (they hold the read lock). */
 	pthread_rwlock_wrlock(&t->lock);
-	if (idx < t->nslots && t->slot[idx] == mr) {
-		t->slot[idx] = NULL;
-		t->nused--;
+	if (swv_mr_lookup(t, mr->ibmr.lkey, false) == mr) {
+		key_remove(t, mr->ibmr.lkey);
+		key_remove(t, mr->ibmr.rkey);
+		t->nmrs--;
 	}
 	pthread_rwlock_unlock(&t->lock);
 	atomic_fetch_sub(&mr->pd->users, 1);
@@ -216,6 +317,14 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
+	/* A new range, or new rights over the old one, must pass what registration
+	 * checks (the application races itself if it reregisters one MR twice at once). */
+	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) {
+		bool tr = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+		rc = check_mapping(tr ? addr : mr->base, tr ? length : mr->length, new_access);
+		if (rc)
+			return rc;
+	}
 
 	pthread_rwlock_wrlock(&t->lock);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
@@ -238,17 +347,6 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 
 /* ---- access checks (read lock held by the caller of these helpers) ---- */
 
-static struct swv_mr *lookup(struct swv_mr_table *t, uint32_t key, bool remote)
-{
-	uint32_t idx = key & KEY_INDEX_MASK;
-	if (idx == 0 || idx >= t->nslots)
-		return NULL;
-	struct swv_mr *mr = t->slot[idx];
-	if (!mr || (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
-		return NULL;
-	return mr;
-}
-
 /* [va, va + len) inside the MR's IOVA range, without overflow. len may be 0. */
 static bool in_bounds(const struct swv_mr *mr, uint64_t va, uint64_t len)
 {
@@ -264,7 +362,7 @@ static inline uint8_t *host_addr(const struct swv_mr *mr, uint64_t va)
 static struct swv_mr *local_mr(struct swv_mr_table *t, struct swv_pd *pd, uint32_t lkey,
 			       uint64_t va, uint64_t len, unsigned access)
 {
-	struct swv_mr *mr = lookup(t, lkey, false);
+	struct swv_mr *mr = swv_mr_lookup(t, lkey, false);
 	if (!mr || mr->pd != pd || (mr->access & access) != access || !in_bounds(mr, va, len))
 		return NULL;
 	return mr;
@@ -302,10 +400,12 @@ static int sge_copy(struct swv_context *ctx, struct swv_pd *pd, const struct ibv
 			rc = IBV_WC_LOC_PROT_ERR;
 			break;
 		}
-		if (to_sge)
-			memcpy(host_addr(mr, va + offset), buf, n);
-		else
-			memcpy(buf, host_addr(mr, va + offset), n);
+		/* memory that faults is a protection error of the SGE, as a failed DMA */
+		if (to_sge ? swv_copy_to_app(host_addr(mr, va + offset), buf, n, false)
+			   : swv_copy_from_app(buf, host_addr(mr, va + offset), n, false)) {
+			rc = IBV_WC_LOC_PROT_ERR;
+			break;
+		}
 		buf += n;
 		len -= n;
 		offset = 0;
@@ -353,7 +453,7 @@ int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct i
 static struct swv_mr *remote_mr(struct swv_mr_table *t, struct swv_pd *pd, uint32_t rkey,
 				uint64_t va, uint64_t len, unsigned access)
 {
-	struct swv_mr *mr = lookup(t, rkey, true);
+	struct swv_mr *mr = swv_mr_lookup(t, rkey, true);
 	if (!mr || mr->pd != pd || !access || (mr->access & access) != access ||
 	    !in_bounds(mr, va, len))
 		return NULL;
@@ -380,13 +480,9 @@ int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rke
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
 	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE);
-	if (mr) {
-		SWV_REMOTE_ACCESS_BEGIN();
-		memcpy(host_addr(mr, va), src, len);
-		SWV_REMOTE_ACCESS_END();
-	}
+	int rc = mr ? swv_copy_to_app(host_addr(mr, va), src, len, true) : EACCES;
 	pthread_rwlock_unlock(&t->lock);
-	return mr ? 0 : EACCES;
+	return rc;
 }
 
 int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
@@ -397,13 +493,9 @@ int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
 	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ);
-	if (mr) {
-		SWV_REMOTE_ACCESS_BEGIN();
-		memcpy(dst, host_addr(mr, va), len);
-		SWV_REMOTE_ACCESS_END();
-	}
+	int rc = mr ? swv_copy_from_app(dst, host_addr(mr, va), len, true) : EACCES;
 	pthread_rwlock_unlock(&t->lock);
-	return mr ? 0 : EACCES;
+	return rc;
 }
 
 int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
@@ -424,16 +516,7 @@ int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rk
 		if ((uintptr_t)p & 7) {
 			rc = EINVAL;
 		} else {
-			SWV_REMOTE_ACCESS_BEGIN();
-			if (cmp_swap) {
-				uint64_t expected = cmp;
-				__atomic_compare_exchange_n(p, &expected, swap_add, false,
-							    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-				*orig = expected; /* found value, swapped or not */
-			} else {
-				*orig = __atomic_fetch_add(p, swap_add, __ATOMIC_SEQ_CST);
-			}
-			SWV_REMOTE_ACCESS_END();
+			rc = swv_atomic_app(p, cmp_swap, swap_add, cmp, orig);
 		}
 	}
 	pthread_rwlock_unlock(&t->lock);

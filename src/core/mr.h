@@ -6,14 +6,21 @@
  * right and perform the copy while holding the context's MR read lock, so a
  * concurrent ibv_dereg_mr can never leave a copy touching unregistered memory.
  *
- * Keys: index in the context's MR table (low 16 bits) | random bits (high 16 bits);
- * lkey and rkey draw different random bits.
+ * Keys: 32 bits from the kernel's CSPRNG (getrandom), never 0, never equal to another
+ * live key (lkey or rkey) of the context; an MR's lkey and rkey are drawn apart. A key
+ * reveals nothing about any other key: the table is a hash table keyed by the full
+ * 32-bit key, not an array indexed by part of it.
+ *
+ * Application memory that faults (unmapped or made read-only after registration) is
+ * an error of the access, never a signal (core/memsafe.h): EFAULT for remote accesses,
+ * IBV_WC_LOC_PROT_ERR for local ones.
  */
 #ifndef SWV_CORE_MR_H
 #define SWV_CORE_MR_H
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,36 +36,48 @@ struct swv_mr {
 	uint64_t length;
 };
 
+/* One key of the table: an MR is entered twice, by lkey and by rkey. key 0 = free. */
+struct swv_mr_key {
+	uint32_t key;
+	bool remote; /* this is the MR's rkey */
+	struct swv_mr *mr;
+};
+
 /* The context's MR table; embedded in struct swv_context. */
 struct swv_mr_table {
 	pthread_rwlock_t lock;   /* writers: reg/dereg/rereg; readers: every access below.
 				  * Writer-preferring, so dereg is not starved by traffic;
 				  * readers therefore never nest. */
-	struct swv_mr **slot;    /* indexed by key & 0xffff; NULL = free; index 0 unused */
-	uint32_t nslots, nused;
-	uint32_t next;           /* next index to try: a freed index is reused last, so a
-				  * stale key has to wrap 65535 registrations and still match
-				  * 16 random bits to hit a new MR */
+	struct swv_mr_key *ent;  /* open addressing, linear probing, at most half full */
+	uint32_t mask;           /* table size - 1 (a power of two), 0 before the first MR */
+	uint32_t nkeys, nmrs;
+	uint32_t pool[16];       /* random words drawn ahead (one getrandom per 16 keys) */
+	uint32_t npool;
 };
 
 /* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
- * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP/flush, ENOMEM). */
+ * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP/flush, ENOMEM, EFAULT
+ * when the range is not mapped in full, or not writable while the access asks for
+ * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails). */
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access);
 void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
-/* 0, EINVAL (bad flags/range) or EOPNOTSUPP; changes what 'flags' selects atomically
- * with respect to accesses; keys are kept. */
+/* 0, EINVAL (bad flags/range), EOPNOTSUPP or EFAULT (the new range, or the old one
+ * under new write rights, fails the registration check); changes what 'flags' selects
+ * atomically with respect to accesses; keys are kept. */
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
 		 void *addr, size_t length, unsigned access);
 /* Access flags check shared with reg/rereg: 0, EINVAL or EOPNOTSUPP. */
 int swv_mr_check_access(unsigned access);
 
 int swv_mr_table_init(struct swv_mr_table *t);
+/* The MR a key names (remote: as an rkey, else as an lkey), or NULL; read lock held. */
+struct swv_mr *swv_mr_lookup(struct swv_mr_table *t, uint32_t key, bool remote);
 void swv_mr_table_destroy(struct swv_mr_table *t);
 
 /* Local access. Returns 0, or IBV_WC_LOC_PROT_ERR for a bad lkey / wrong PD / out of
- * bounds / missing IBV_ACCESS_LOCAL_WRITE on scatter, or IBV_WC_LOC_LEN_ERR when the
- * SGE list holds fewer than offset + len bytes. 'offset' skips that many bytes of the
+ * bounds / missing IBV_ACCESS_LOCAL_WRITE on scatter / memory that faults, or
+ * IBV_WC_LOC_LEN_ERR when the SGE list holds fewer than offset + len bytes. 'offset' skips that many bytes of the
  * SGE list first. Only the bytes actually copied are checked against their MRs
  * (swv_mr_check_sges checks whole SGEs at post time). SGE addresses are in the MR's
  * IOVA space (= the host address unless registered with an iova). */
@@ -73,16 +92,17 @@ int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct i
 		      unsigned nsge, unsigned access);
 
 /* Remote access (responder). Returns 0, or EACCES for bad rkey / wrong PD / out of
- * bounds / missing right (the responder answers NAK remote access error). A zero
- * length access succeeds without looking at the key. */
+ * bounds / missing right, or EFAULT when the registered memory faults (unmapped or not
+ * writable since registration); the responder answers NAK remote access error to
+ * both. A zero length access succeeds without looking at the key. */
 int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
 			uint64_t len, unsigned access);
 int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
 			const void *src, size_t len);
 int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
 		       void *dst, size_t len);
-/* 8-byte atomic at va (must be 8-aligned; EINVAL otherwise). cmp_swap selects
- * compare-and-swap (swap_add = swap value) versus fetch-and-add. */
+/* 8-byte atomic at va (must be 8-aligned; EINVAL otherwise; EACCES/EFAULT as above). cmp_swap
+ * selects compare-and-swap (swap_add = swap value) versus fetch-and-add. */
 int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
 			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig);
 

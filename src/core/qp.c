@@ -220,6 +220,12 @@ int swv_qp_destroy(struct swv_qp *qp)
 			(unsigned long long)qp->req.n_seq_naks, (unsigned long long)qp->req.n_rnr_naks,
 			(unsigned long long)qp->req.n_dup_resp,
 			(unsigned long long)qp->resp.stats.seq_naks);
+	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "
+			"fault), %llu of them faulted",
+			qp->qpn, (unsigned long long)qp->resp.stats.remote_refused,
+			(unsigned long long)qp->resp.stats.remote_faults);
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);

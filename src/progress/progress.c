@@ -537,8 +537,12 @@ int swv_progress_start(struct swv_context *ctx)
 	}
 	pthread_mutex_init(&pr->timer_lock, NULL);
 	pthread_mutex_init(&pr->work_lock, NULL);
-	/* The thread takes no signals: the application's handlers run in its threads. */
+	/* The thread takes no signals: the application's handlers run in its threads.
+	 * Except the faults its copies into application memory may raise: a fault with
+	 * SIGSEGV/SIGBUS blocked kills the process instead of reaching core/memsafe.c. */
 	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&pr->thread, NULL, progress_main, ctx);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -339,6 +339,23 @@ int swv_resp_flush_srq(struct swv_qp *qp)
 
 /* ---------------------------------------------------------------- SEND / WRITE */
 
+/* Why a scatter into receive WQE w failed: a bad lkey / PD / bounds / LOCAL_WRITE is a
+ * malformed WQE; SGEs that pass those checks met memory that faulted, which an HCA
+ * reports as a local protection error on the WQE (its DMA translation failed). */
+static enum swv_resp_err rwqe_scatter_err(struct swv_qp *qp, const struct swv_recv_wqe *w)
+{
+	if (swv_mr_check_sges(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, IBV_ACCESS_LOCAL_WRITE))
+		return SWV_RESP_ERR_RWQE;
+	return SWV_RESP_ERR_RWQE_PROT;
+}
+
+enum swv_resp_err swv_resp_refused(struct swv_qp *qp, int rc)
+{
+	if (rc == EFAULT)
+		qp->resp.stats.remote_faults++;
+	return SWV_RESP_ERR_ACCESS;
+}
+
 static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *pkt,
 				       uint32_t cls, uint32_t mtu)
 {
@@ -368,7 +385,7 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 	if (pkt->paylen &&
 	    swv_mr_scatter(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, s->msg_off, pkt->payload,
 			   pkt->paylen))
-		return SWV_RESP_ERR_RWQE; /* bad lkey / PD / bounds / LOCAL_WRITE in the WQE */
+		return rwqe_scatter_err(qp, w);
 	s->msg_off += pkt->paylen;
 	if (!(cls & SWV_RQ_LAST)) {
 		s->cur = SWV_RQ_SEND;
@@ -436,10 +453,12 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 		return SWV_RESP_ERR_ACCESS;
 	/* remote_write re-checks under the MR lock: a deregistration since FIRST
 	 * refuses the packet rather than touching freed memory */
-	if (pkt->paylen &&
-	    swv_mr_remote_write(qp->ctx, qp->pd, s->write_rkey, s->write_va + s->msg_off,
-				pkt->payload, pkt->paylen))
-		return SWV_RESP_ERR_ACCESS;
+	if (pkt->paylen) {
+		int rc = swv_mr_remote_write(qp->ctx, qp->pd, s->write_rkey,
+					     s->write_va + s->msg_off, pkt->payload, pkt->paylen);
+		if (rc)
+			return swv_resp_refused(qp, rc);
+	}
 	s->msg_off += pkt->paylen;
 	if (!(cls & SWV_RQ_LAST)) {
 		s->cur = SWV_RQ_WRITE;
@@ -547,12 +566,17 @@ static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 		st = IBV_WC_REM_INV_REQ_ERR;
 		break;
 	case SWV_RESP_ERR_ACCESS:
+		s->stats.remote_refused++;
 		syn = SWV_AETH_NAK_ACCESS;
 		st = IBV_WC_REM_ACCESS_ERR;
 		break;
 	case SWV_RESP_ERR_RWQE:
 		syn = SWV_AETH_NAK_OP;
 		st = IBV_WC_LOC_QP_OP_ERR;
+		break;
+	case SWV_RESP_ERR_RWQE_PROT:
+		syn = SWV_AETH_NAK_OP;
+		st = IBV_WC_LOC_PROT_ERR;
 		break;
 	case SWV_RESP_ERR_INV_RKEY:
 	default:
@@ -683,8 +707,10 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		s->epsn = swv_psn_add(pkt->psn, 1);
 		return;
 	case SWV_RESP_ERR_RWQE:
+	case SWV_RESP_ERR_RWQE_PROT:
 		/* a local failure, not the sender's: like RC, the QP goes to ERR */
-		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
+		rwqe_complete_err(qp, err == SWV_RESP_ERR_RWQE ? IBV_WC_LOC_QP_OP_ERR
+							       : IBV_WC_LOC_PROT_ERR);
 		s->cur = 0;
 		swv_qp_to_error(qp);
 		return;
@@ -694,6 +720,8 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		return;
 	case SWV_RESP_ERR_INV_REQ:
 	case SWV_RESP_ERR_ACCESS:
+		if (err == SWV_RESP_ERR_ACCESS)
+			s->stats.remote_refused++;
 		if (cls & SWV_RQ_WRITE)
 			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, false, 0);
 		/* fall through */
@@ -810,7 +838,9 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	if ((has_grh && swv_mr_scatter(qp->ctx, wpd, w->sge, w->num_sge, 0, grh, sizeof(grh))) ||
 	    (pkt->paylen && swv_mr_scatter(qp->ctx, wpd, w->sge, w->num_sge, sizeof(grh),
 					   pkt->payload, pkt->paylen))) {
-		rwqe_complete_err(qp, IBV_WC_LOC_QP_OP_ERR);
+		rwqe_complete_err(qp, rwqe_scatter_err(qp, w) == SWV_RESP_ERR_RWQE
+					  ? IBV_WC_LOC_QP_OP_ERR
+					  : IBV_WC_LOC_PROT_ERR);
 		swv_qp_to_error(qp);
 		return;
 	}

@@ -45,6 +45,11 @@ struct swv_resp_stats {
 	uint64_t rnr_naks;       /* RNR NAKs sent */
 	uint64_t err_naks;       /* NAK 0x61..0x63 sent */
 	uint64_t dropped;        /* silently dropped (gap, malformed, UC/UD errors, no resource) */
+	/* RDMA WRITE/READ/atomic refused by the memory checks (bad R_Key, wrong PD, out of
+	 * bounds, missing MR right, or memory that faulted): NAKed on RC, dropped on UC --
+	 * where a peer guessing R_Keys shows */
+	uint64_t remote_refused;
+	uint64_t remote_faults; /* of those, the accesses that faulted (core/memsafe.h) */
 };
 
 struct swv_resp_state {

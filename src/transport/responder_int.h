@@ -43,6 +43,8 @@ enum swv_resp_err {
 				* max_dest_rd_atomic 0, length rules, receive buffer too small */
 	SWV_RESP_ERR_ACCESS,   /* NAK 0x62: R_Key / PD / bounds / MR rights */
 	SWV_RESP_ERR_RWQE,     /* NAK 0x63: malformed receive WQE (bad SGE) */
+	SWV_RESP_ERR_RWQE_PROT, /* NAK 0x63: the receive buffer faulted (unmapped or not
+				 * writable since registration): LOC_PROT_ERR on its WQE */
 	SWV_RESP_ERR_RNR,      /* no receive WQE */
 	SWV_RESP_ERR_CQ,       /* receive CQ overflow: QP -> ERR, no NAK */
 	SWV_RESP_ERR_INV_RKEY, /* SEND_WITH_INV whose R_Key cannot be invalidated */
@@ -92,6 +94,9 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 void swv_resp_remote_done(struct swv_qp *qp, enum swv_cntr_slot slot, bool ok, uint64_t bytes);
 
 /* responder_read.c: new READ / atomic (checks done up to the QP access flags). */
+/* The answer to a refused swv_mr_remote_* access (rc EACCES or EFAULT): ERR_ACCESS;
+ * a fault is counted in stats.remote_faults (the NAK path counts remote_refused). */
+enum swv_resp_err swv_resp_refused(struct swv_qp *qp, int rc);
 enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt);
 enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls);
 /* Duplicates (PSN before epsn). */

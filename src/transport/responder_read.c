@@ -53,8 +53,9 @@ static enum swv_resp_err read_respond_each(struct swv_qp *qp, struct swv_resp_re
 		else
 			op = SWV_OP_READ_RESP_MIDDLE;
 		/* re-checked per packet: an MR deregistered meanwhile is never read */
-		if (chunk && swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, buf, chunk))
-			return SWV_RESP_ERR_ACCESS;
+		rc = chunk ? swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, buf, chunk) : 0;
+		if (rc)
+			return swv_resp_refused(qp, rc);
 		if (k == n - 1 && !r->counted && swv_psn_add(psn, k) == r->last_psn) {
 			r->counted = true;
 			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, r->len);
@@ -128,10 +129,12 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		}
 		uint8_t *dst = swv_txrun_stage(run, chunk);
 		/* re-checked per packet: an MR deregistered meanwhile is never read */
-		if (chunk && (!dst || swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, dst,
-							 chunk))) {
+		int rc = !chunk ? 0
+			 : !dst ? EACCES
+				: swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, dst, chunk);
+		if (rc) {
 			(void)read_flush(qp, run, k0, n); /* what was read before goes out */
-			return SWV_RESP_ERR_ACCESS;
+			return swv_resp_refused(qp, rc);
 		}
 		if (k == n - 1 && !r->counted && p.psn == r->last_psn) {
 			r->counted = true;
@@ -212,6 +215,7 @@ void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 	if (read_respond(qp, r, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn) !=
 	    SWV_RESP_OK) {
 		/* the memory went away since the original: as for a new READ */
+		s->stats.remote_refused++;
 		s->stats.err_naks++;
 		swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, pkt->psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);
 		s->cur = 0;
@@ -235,7 +239,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 	if (rc == EINVAL)
 		return SWV_RESP_ERR_INV_REQ;
 	if (rc)
-		return SWV_RESP_ERR_ACCESS;
+		return swv_resp_refused(qp, rc);
 
 	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
 	r->is_atomic = true;

@@ -83,7 +83,7 @@ static void side(struct swvt *t, void *p)
 	int kind = 0, rkind = 0;
 	enum ibv_wc_status status = IBV_WC_REM_ACCESS_ERR;
 	if (req) {
-		uint32_t bad_rkey = t->remote.rkey ^ 0xa5a50000u; /* same slot, wrong key bits */
+		uint32_t bad_rkey = t->remote.rkey ^ 0xa5a50000u; /* a key no MR has */
 		uint64_t base = t->remote.addr;
 		for (int i = 0; i < M; i++) {
 			switch (a->f) {

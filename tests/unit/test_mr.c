@@ -1,22 +1,33 @@
 /* The protection boundary: registration checks and every access path of core/mr.c,
  * attacked with wrong keys, wrong PDs, off-by-one and wrapping ranges, missing rights,
- * and deregistration racing remote writes. */
+ * deregistration racing remote writes, and memory that is unmapped or write-protected
+ * (at registration: EFAULT; after it: error returns, never a signal). Keys: 32
+ * unpredictable bits, found by the whole key only. */
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "mapping.h"
 #include "core/context.h"
+#include "core/memsafe.h"
 #include "core/mr.h"
 #include "core/pd.h"
+#include "util/compiler.h"
 
 #define ALL_REMOTE (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
 		    IBV_ACCESS_REMOTE_ATOMIC)
 
 static struct swv_context *ctx;
 static struct ibv_context *ibctx;
+static uint8_t test_buf_big[1 << 20];
+static uint32_t race_fault_rkey;
+static uint64_t race_fault_va;
 
 static struct swv_pd *spd(struct ibv_pd *pd)
 {
@@ -29,6 +40,90 @@ static struct swv_pd *spd(struct ibv_pd *pd)
 		CHECK((expr) == NULL);                                                             \
 		CHECK_EQ(errno, err);                                                              \
 	} while (0)
+
+/* Keys carry 32 unpredictable bits: no index a key reveals, nothing shared between an
+ * MR's lkey and rkey, nothing sequential between consecutive registrations. */
+static void test_keys(struct ibv_pd *pd)
+{
+	static uint8_t buf[64];
+	enum { N = 512 };
+	struct ibv_mr **mrs = calloc(N, sizeof(*mrs));
+	uint32_t or_l = 0, and_l = ~0u, or_r = 0, and_r = ~0u;
+	int same_low = 0, same_high = 0, seq_low = 0, seq_high = 0;
+
+	CHECK_PTR(mrs);
+	for (int i = 0; i < N; i++) {
+		mrs[i] = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+		CHECK_PTR(mrs[i]);
+		uint32_t l = mrs[i]->lkey, r = mrs[i]->rkey;
+		CHECK(l != 0 && r != 0 && l != r);
+		or_l |= l, and_l &= l, or_r |= r, and_r &= r;
+		same_low += (l & 0xffff) == (r & 0xffff);
+		same_high += (l >> 16) == (r >> 16);
+		if (i) {
+			uint32_t pl = mrs[i - 1]->lkey;
+			seq_low += ((l - pl) & 0xffff) == 1;
+			seq_high += (((l >> 16) - (pl >> 16)) & 0xffff) == 1;
+		}
+	}
+	/* Every one of the 32 bits takes both values (2^-511 per bit by chance). */
+	CHECK_EQ(or_l, 0xffffffffu);
+	CHECK_EQ(and_l, 0);
+	CHECK_EQ(or_r, 0xffffffffu);
+	CHECK_EQ(and_r, 0);
+	/* Halves of lkey and rkey agree, or follow on, about N / 65536 times by chance. */
+	CHECK(same_low < 4 && same_high < 4);
+	CHECK(seq_low < 4 && seq_high < 4);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < i; j++) {
+			CHECK(mrs[i]->lkey != mrs[j]->lkey && mrs[i]->rkey != mrs[j]->rkey);
+			CHECK(mrs[i]->lkey != mrs[j]->rkey && mrs[i]->rkey != mrs[j]->lkey);
+		}
+
+	/* Lookups: by its own key only, and each key as what it is. */
+	struct swv_mr_table *t = &ctx->mrs;
+	pthread_rwlock_rdlock(&t->lock);
+	for (int i = 0; i < N; i++) {
+		struct swv_mr *m = swv_container_of(mrs[i], struct swv_mr, ibmr);
+		CHECK(swv_mr_lookup(t, mrs[i]->lkey, false) == m);
+		CHECK(swv_mr_lookup(t, mrs[i]->rkey, true) == m);
+		CHECK(swv_mr_lookup(t, mrs[i]->lkey, true) == NULL);
+		CHECK(swv_mr_lookup(t, mrs[i]->rkey, false) == NULL);
+		for (int b = 0; b < 32; b++) {
+			/* a one-bit change finds no MR, or at most another MR's key */
+			struct swv_mr *o = swv_mr_lookup(t, mrs[i]->rkey ^ (1u << b), true);
+			CHECK(o != m);
+		}
+	}
+	CHECK(swv_mr_lookup(t, 0, false) == NULL && swv_mr_lookup(t, 0, true) == NULL);
+	pthread_rwlock_unlock(&t->lock);
+
+	/* Deregistered keys are gone, the others stay (the table closes its gaps). */
+	uint32_t *dead = calloc(N, sizeof(*dead));
+	CHECK_PTR(dead);
+	for (int i = 0; i < N; i += 2) {
+		dead[i] = mrs[i]->rkey;
+		dead[i + 1] = mrs[i]->lkey;
+		CHECK_OK(ibv_dereg_mr(mrs[i]));
+	}
+	pthread_rwlock_rdlock(&t->lock);
+	for (int i = 0; i < N; i += 2) {
+		CHECK(swv_mr_lookup(t, dead[i], true) == NULL);
+		CHECK(swv_mr_lookup(t, dead[i + 1], false) == NULL);
+		struct swv_mr *m = swv_container_of(mrs[i + 1], struct swv_mr, ibmr);
+		CHECK(swv_mr_lookup(t, mrs[i + 1]->lkey, false) == m);
+		CHECK(swv_mr_lookup(t, mrs[i + 1]->rkey, true) == m);
+	}
+	pthread_rwlock_unlock(&t->lock);
+	uint8_t out;
+	for (int i = 0; i < N; i += 2)
+		CHECK_EQ(swv_mr_remote_read(ctx, spd(pd), dead[i], (uintptr_t)buf, &out, 1),
+			 EACCES);
+	for (int i = 1; i < N; i += 2)
+		CHECK_OK(ibv_dereg_mr(mrs[i]));
+	free(dead);
+	free(mrs);
+}
 
 static void test_registration(struct ibv_pd *pd)
 {
@@ -56,24 +151,8 @@ static void test_registration(struct ibv_pd *pd)
 	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);
 	CHECK_OK(ibv_dereg_mr(mr));
 
-	/* Keys: distinct, index in the low bits, random high bits that vary. */
-	enum { N = 64 };
-	struct ibv_mr *mrs[N];
-	uint32_t or_hi = 0, and_hi = 0xffff;
-	for (int i = 0; i < N; i++) {
-		mrs[i] = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-		CHECK_PTR(mrs[i]);
-		CHECK((mrs[i]->lkey & 0xffff) != 0);
-		CHECK_EQ(mrs[i]->lkey & 0xffff, mrs[i]->rkey & 0xffff);
-		or_hi |= mrs[i]->rkey >> 16;
-		and_hi &= mrs[i]->rkey >> 16;
-		for (int j = 0; j < i; j++)
-			CHECK(mrs[i]->lkey != mrs[j]->lkey && mrs[i]->rkey != mrs[j]->rkey);
-	}
-	CHECK(or_hi != and_hi); /* 64 draws of 16 random bits are not all equal */
-	for (int i = 0; i < N; i++)
-		CHECK_OK(ibv_dereg_mr(mrs[i]));
 	CHECK_EQ(ibv_dereg_mr(NULL), EINVAL);
+	test_keys(pd);
 }
 
 static void test_remote(struct ibv_pd *pd, struct ibv_pd *pd2)
@@ -174,6 +253,204 @@ static void test_remote(struct ibv_pd *pd, struct ibv_pd *pd2)
 	CHECK_OK(ibv_dereg_mr(lo));
 	/* A deregistered key is dead. */
 	CHECK_EQ(swv_mr_remote_read(ctx, p, stale, va, out, 1), EACCES);
+}
+
+/* ---- memory the MR cannot use ---- */
+
+static size_t pg;
+
+/* n fresh pages, readable and writable, whose holes stay holes (mapping.h). */
+static uint8_t *map_pages(size_t n)
+{
+	return swvt_map_isolated(n * pg);
+}
+
+/* Registration of NULL, unmapped, partly unmapped, PROT_NONE and read-only memory:
+ * EFAULT where a device's pinning fails (rxe: get_user_pages), through every
+ * registration call; the same answers from the /proc/self/maps fallback. */
+static void test_reg_efault(struct ibv_pd *pd)
+{
+	const int LW = IBV_ACCESS_LOCAL_WRITE;
+	uint8_t *m = map_pages(6);
+	/* pages: 0 rw | 1 hole | 2 rw | 3 ro | 4 none | 5 rw */
+	CHECK_OK(munmap(m + pg, pg));
+	CHECK_OK(mprotect(m + 3 * pg, pg, PROT_READ));
+	CHECK_OK(mprotect(m + 4 * pg, pg, PROT_NONE));
+
+	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 4096, 0), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 4096, LW), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)16, 100, 0), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg, pg, 0), EFAULT);		 /* unmapped */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg + 100, 10, 0), EFAULT);	 /* inside the hole */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg - 8, 16, 0), EFAULT);	 /* runs into it */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m, 3 * pg, LW), EFAULT);		 /* spans it */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 2 * pg, 2 * pg, LW), EFAULT); /* rw then ro */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW), EFAULT);	 /* read-only */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_WRITE), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_ATOMIC), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 4 * pg, 64, 0), EFAULT);    /* PROT_NONE */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 4 * pg - 1, 2, 0), EFAULT); /* its first byte */
+	CHECK_REG_FAILS(ibv_reg_mr_iova2(pd, m + pg, 64, 0x1000, 0), EFAULT);
+	CHECK_REG_FAILS((ibv_reg_mr_iova)(pd, m + 3 * pg, 64, 0, LW), EFAULT);
+	struct ibv_mr_init_attr ia = {
+	    .comp_mask = IBV_REG_MR_MASK_ADDR, .addr = m + pg, .length = 64, .access = 0};
+	CHECK_REG_FAILS(ibv_reg_mr_ex(pd, &ia), EFAULT);
+	/* Argument errors are still EINVAL first. */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 0, 0), EINVAL);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg, pg, IBV_ACCESS_REMOTE_WRITE), EINVAL);
+
+	/* What can be used is accepted: read-only memory without write rights, and
+	 * exactly the pages around the hole. */
+	struct ibv_mr *ok[4];
+	CHECK_PTR(ok[0] = ibv_reg_mr(pd, m + 3 * pg, pg, IBV_ACCESS_REMOTE_READ));
+	CHECK_PTR(ok[1] = ibv_reg_mr(pd, m, pg, LW | IBV_ACCESS_REMOTE_WRITE));
+	CHECK_PTR(ok[2] = ibv_reg_mr(pd, m + 2 * pg, pg, LW));
+	CHECK_PTR(ok[3] = ibv_reg_mr(pd, m + 5 * pg, pg, LW | IBV_ACCESS_REMOTE_ATOMIC));
+
+	/* rereg: a new range, or new write rights over the old one, is checked too; a
+	 * refused rereg leaves the MR as it was. */
+	errno = 0;
+	CHECK_EQ(ibv_rereg_mr(ok[2], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m + pg, pg, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	errno = 0;
+	CHECK_EQ(ibv_rereg_mr(ok[2], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+			      NULL, m + 3 * pg, pg, LW),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	CHECK(ok[2]->addr == m + 2 * pg && ok[2]->length == pg);
+	errno = 0;
+	CHECK_EQ(ibv_rereg_mr(ok[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      LW | IBV_ACCESS_REMOTE_WRITE),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	uint8_t v = 1;
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), ok[0]->rkey, (uintptr_t)m + 3 * pg, &v, 1),
+		 EACCES); /* still read-only */
+	errno = 0;	  /* a read-only range under the MR's LOCAL_WRITE */
+	CHECK_EQ(ibv_rereg_mr(ok[2], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m + 3 * pg, pg, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
+	CHECK_OK(ibv_rereg_mr(ok[0], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+			      NULL, m + 5 * pg, pg, LW | IBV_ACCESS_REMOTE_WRITE));
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), ok[0]->rkey, (uintptr_t)m + 5 * pg, &v, 1));
+	CHECK_EQ(m[5 * pg], 1);
+	for (int i = 0; i < 4; i++)
+		CHECK_OK(ibv_dereg_mr(ok[i]));
+
+	/* The fallback for kernels without MADV_POPULATE_*. */
+	CHECK_OK(swv_mem_check_maps(m, pg, true));
+	CHECK_OK(swv_mem_check_maps(m + 3 * pg, pg, false));
+	CHECK_EQ(swv_mem_check_maps(m + 5 * pg - 1, 2, false), EFAULT); /* PROT_NONE, rw */
+	CHECK_EQ(swv_mem_check_maps(m + 3 * pg, pg, true), EFAULT);
+	CHECK_EQ(swv_mem_check_maps(m + 4 * pg, 1, false), EFAULT);
+	CHECK_EQ(swv_mem_check_maps(m + pg, 1, false), EFAULT);
+	CHECK_EQ(swv_mem_check_maps(m, 3 * pg, false), EFAULT);
+	CHECK_EQ(swv_mem_check_maps(NULL, 4096, false), EFAULT);
+	CHECK_OK(swv_mem_check_maps(m + 2 * pg, pg, true));
+	CHECK_OK(swv_mem_check_maps(test_buf_big, sizeof(test_buf_big), true));
+	CHECK_EQ(swv_mem_check(m + 3 * pg, pg, true), EFAULT);
+	CHECK_OK(swv_mem_check(m + 3 * pg, pg, false));
+	CHECK_OK(munmap(m, pg));
+	CHECK_OK(munmap(m + 2 * pg, 4 * pg));
+}
+
+/* Memory that became unusable after registration: every access path fails with an
+ * error instead of a signal, touches nothing outside, and the process lives on. */
+static void test_fault_access(struct ibv_pd *pd, bool munmapped)
+{
+	const int ALL = ALL_REMOTE;
+	uint8_t *m = map_pages(3);
+	memset(m, 0x11, 3 * pg);
+	struct ibv_mr *mr = ibv_reg_mr(pd, m, 3 * pg, ALL);
+	CHECK_PTR(mr);
+	struct swv_pd *p = spd(pd);
+	uint64_t va = (uintptr_t)m;
+	uint8_t src[3 * 4096 + 64], out[3 * 4096 + 64];
+	memset(src, 0x42, sizeof(src));
+	CHECK(3 * pg <= sizeof(src) - 64);
+
+	/* page 1 goes away (or read-only); pages 0 and 2 stay usable */
+	if (munmapped)
+		CHECK_OK(munmap(m + pg, pg));
+	else
+		CHECK_OK(mprotect(m + pg, pg, PROT_READ));
+
+	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg, src, 16), EFAULT);
+	/* a copy that starts in a good page and runs into the bad one */
+	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg - 8, src, 16), EFAULT);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va, src, 3 * pg), EFAULT);
+	uint64_t orig = 7;
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, mr->rkey, va + pg, 0, 1, 0, &orig), EFAULT);
+	CHECK_EQ(
+	    swv_mr_remote_atomic(ctx, p, mr->rkey, va + pg + 8, 1, 1, 0x1111111111111111ull, &orig),
+	    EFAULT);
+	CHECK_EQ(orig, 7); /* nothing reported */
+	struct ibv_sge bad = {va + pg + 100, 64, mr->lkey};
+	CHECK_EQ(swv_mr_scatter(ctx, p, &bad, 1, 0, src, 64), IBV_WC_LOC_PROT_ERR);
+	if (munmapped) {
+		CHECK_EQ(swv_mr_remote_read(ctx, p, mr->rkey, va + pg, out, 16), EFAULT);
+		CHECK_EQ(swv_mr_remote_read(ctx, p, mr->rkey, va, out, 3 * pg), EFAULT);
+		CHECK_EQ(swv_mr_gather(ctx, p, &bad, 1, 0, out, 64), IBV_WC_LOC_PROT_ERR);
+	} else {
+		/* read-only memory still reads */
+		CHECK_OK(swv_mr_remote_read(ctx, p, mr->rkey, va + pg, out, 16));
+		CHECK_EQ(out[0], 0x11);
+		CHECK_OK(swv_mr_gather(ctx, p, &bad, 1, 0, out, 64));
+		for (size_t i = 0; i < pg; i++)
+			CHECK_EQ(m[pg + i], 0x11);
+	}
+	/* the good pages work, before and after the faults, again and again: the fault
+	 * path restores the signal mask (a fault with SIGSEGV still blocked would kill) */
+	for (int round = 0; round < 3; round++) {
+		CHECK_OK(swv_mr_remote_write(ctx, p, mr->rkey, va + 2 * pg, src, 64));
+		CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg, src, 1), EFAULT);
+		CHECK_OK(swv_mr_remote_atomic(ctx, p, mr->rkey, va + 2 * pg + 64, 0, 1, 0, &orig));
+		sigset_t cur;
+		CHECK_OK(pthread_sigmask(SIG_SETMASK, NULL, &cur));
+		CHECK(!sigismember(&cur, SIGSEGV) && !sigismember(&cur, SIGBUS));
+	}
+	CHECK_EQ(m[2 * pg], 0x42);
+	struct ibv_sge good = {va + 2 * pg, 8, mr->lkey};
+	CHECK_OK(swv_mr_gather(ctx, p, &good, 1, 0, out, 8));
+	CHECK_EQ(out[0], 0x42);
+	CHECK_OK(ibv_dereg_mr(mr));
+	if (!munmapped)
+		CHECK_OK(munmap(m + pg, pg));
+	CHECK_OK(munmap(m, pg));
+	CHECK_OK(munmap(m + 2 * pg, pg));
+}
+
+/* Faults in another thread's copies, concurrently with good copies here: the guard
+ * is per thread. */
+static void *fault_thread(void *arg)
+{
+	struct swv_pd *p = arg;
+	uint8_t v = 5;
+	for (int i = 0; i < 2000; i++)
+		CHECK_EQ(swv_mr_remote_write(ctx, p, race_fault_rkey, race_fault_va, &v, 1),
+			 EFAULT);
+	return NULL;
+}
+
+static void test_fault_threads(struct ibv_pd *pd)
+{
+	uint8_t *m = map_pages(2);
+	struct ibv_mr *mr = ibv_reg_mr(pd, m, 2 * pg, ALL_REMOTE);
+	CHECK_PTR(mr);
+	CHECK_OK(mprotect(m, pg, PROT_READ));
+	race_fault_rkey = mr->rkey;
+	race_fault_va = (uintptr_t)m;
+	pthread_t th;
+	CHECK_OK(pthread_create(&th, NULL, fault_thread, spd(pd)));
+	uint8_t v = 9;
+	for (int i = 0; i < 2000; i++)
+		CHECK_OK(swv_mr_remote_write(ctx, spd(pd), mr->rkey, (uintptr_t)m + pg + (i & 63),
+					     &v, 1));
+	CHECK_OK(pthread_join(th, NULL));
+	CHECK_EQ(m[0], 0);
+	CHECK_OK(ibv_dereg_mr(mr));
+	CHECK_OK(munmap(m, 2 * pg));
 }
 
 static void test_iova(struct ibv_pd *pd)
@@ -393,7 +670,12 @@ int main(void)
 	CHECK_PTR(pd);
 	CHECK_PTR(pd2);
 
+	pg = (size_t)sysconf(_SC_PAGESIZE);
 	test_registration(pd);
+	test_reg_efault(pd);
+	test_fault_access(pd, true);
+	test_fault_access(pd, false);
+	test_fault_threads(pd);
 	test_remote(pd, pd2);
 	test_iova(pd);
 	test_local(pd, pd2);

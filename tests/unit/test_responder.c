@@ -3,7 +3,8 @@
  * QP whose neighbours are replaced by small models defined here (the linker takes
  * these before the library's): transmit (each packet is built with the real packet
  * builder, then parsed back, so the wire form is checked too), swv_complete, the MR
- * access functions (one-region-per-key model with bounds/rights), swv_qp_to_error.
+ * access functions (one-region-per-key model with bounds/rights, and regions whose
+ * memory "faults" as unmapped memory would), swv_qp_to_error.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -88,6 +89,7 @@ struct region {
 	uint32_t rkey;
 	unsigned access;
 	struct swv_pd *pd;
+	bool faults; /* registered, but every access faults (core/memsafe.h) */
 };
 static struct region regions[4];
 static int nregions;
@@ -124,6 +126,8 @@ int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rke
 {
 	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
 		return EACCES;
+	if (len && by_rkey(pd, rkey)->faults)
+		return EFAULT;
 	memcpy((void *)(uintptr_t)va, src, len);
 	return 0;
 }
@@ -132,6 +136,8 @@ int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey
 {
 	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ))
 		return EACCES;
+	if (len && by_rkey(pd, rkey)->faults)
+		return EFAULT;
 	memcpy(dst, (void *)(uintptr_t)va, len);
 	return 0;
 }
@@ -143,6 +149,8 @@ int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rk
 		return EINVAL;
 	if (swv_mr_remote_check(ctx, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC))
 		return EACCES;
+	if (by_rkey(pd, rkey)->faults)
+		return EFAULT;
 	uint64_t *p = (uint64_t *)(uintptr_t)va;
 	*orig = *p;
 	if (cmp_swap) {
@@ -167,7 +175,7 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 		size_t n = SWV_MIN((size_t)(sge[i].length - offset), len);
 		struct region *r = by_lkey(pd, sge[i].lkey);
 		if (!r || !in_region(r, sge[i].addr + offset, n) ||
-		    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+		    !(r->access & IBV_ACCESS_LOCAL_WRITE) || r->faults)
 			return IBV_WC_LOC_PROT_ERR;
 		memcpy((void *)(uintptr_t)(sge[i].addr + offset), s, n);
 		s += n;
@@ -175,6 +183,17 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 		offset = 0;
 	}
 	return len ? IBV_WC_LOC_LEN_ERR : 0;
+}
+int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		      unsigned nsge, unsigned access)
+{
+	for (unsigned i = 0; i < nsge; i++) {
+		struct region *r = by_lkey(pd, sge[i].lkey);
+		if (sge[i].length && (!r || !in_region(r, sge[i].addr, sge[i].length) ||
+				      (r->access & access) != access))
+			return IBV_WC_LOC_PROT_ERR;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ fixture */
@@ -189,6 +208,9 @@ static uint8_t *mem;    /* 64 KiB target/recv memory, region 0 (all rights) */
 static uint8_t *romem;  /* 4 KiB, region 1: REMOTE_READ only */
 #define MEM_RKEY 0x11110001u
 #define RO_RKEY  0x22220002u
+static uint8_t *fmem; /* 4 KiB, region 2: all rights, but its pages "fault" */
+#define FAULT_RKEY 0x33330003u
+#define FAULT_LKEY (FAULT_RKEY ^ 0x5a5a0000u)
 
 static void setup(enum ibv_qp_type type)
 {
@@ -220,6 +242,7 @@ static void setup(enum ibv_qp_type type)
 	if (!mem) {
 		mem = aligned_alloc(4096, 65536);
 		romem = aligned_alloc(4096, 4096);
+		fmem = aligned_alloc(4096, 4096);
 	}
 	memset(mem, 0, 65536);
 	memset(romem, 0xee, 4096);
@@ -227,8 +250,13 @@ static void setup(enum ibv_qp_type type)
 	regions[nregions++] = (struct region){mem, 65536, MEM_RKEY,
 					      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 						      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
-					      PD};
-	regions[nregions++] = (struct region){romem, 4096, RO_RKEY, IBV_ACCESS_REMOTE_READ, PD};
+					      PD, false};
+	regions[nregions++] = (struct region){romem, 4096, RO_RKEY, IBV_ACCESS_REMOTE_READ, PD,
+					      false};
+	regions[nregions++] = (struct region){fmem, 4096, FAULT_RKEY,
+					      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+					      PD, true};
 	nsent = ncomps = to_error_calls = overflow_calls = atomic_execs = 0;
 }
 
@@ -911,6 +939,87 @@ static void test_uc(void)
 	CHECK_EQ(qp->resp.stats.dropped, 1);
 }
 
+/* Refused remote accesses are counted per QP (remote_refused; faults also in
+ * remote_faults), on RC where they are NAKed and on UC where they vanish; refusals
+ * that are not the MR's (QP access flags) are not. Memory that faults is refused as a
+ * protection error: NAK 0x62 for WRITE/READ/atomic, and for a SEND a NAK 0x63 with
+ * LOC_PROT_ERR on the receive WQE. */
+static void test_refusal_stats(void)
+{
+	const struct swv_resp_stats *st;
+	uint64_t fva = (uintptr_t)fmem;
+
+	setup(IBV_QPT_RC);
+	st = &qp->resp.stats;
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)mem, MEM_RKEY ^ 0x80, 16, pattern, 16, 0);
+	CHECK_EQ(st->remote_refused, 1);
+	CHECK_EQ(st->remote_faults, 0);
+
+	setup(IBV_QPT_RC); /* write into memory that faults */
+	st = &qp->resp.stats;
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, fva, FAULT_RKEY, 16, pattern, 16, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK_EQ(st->remote_refused, 1);
+	CHECK_EQ(st->remote_faults, 1);
+
+	setup(IBV_QPT_RC); /* read from it */
+	st = &qp->resp.stats;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, fva, FAULT_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(sent[nsent - 1].p.opcode, SWV_OP_ACK);
+	CHECK_EQ(sent[nsent - 1].p.aeth_syndrome, SWV_AETH_NAK_ACCESS);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(st->remote_refused, 1);
+	CHECK_EQ(st->remote_faults, 1);
+
+	setup(IBV_QPT_RC); /* an atomic on it */
+	st = &qp->resp.stats;
+	rx_atomic(SWV_OP_FETCH_ADD, 100, fva, FAULT_RKEY, 1, 0);
+	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_ATOMIC);
+	CHECK_EQ(st->remote_refused, 1);
+	CHECK_EQ(st->remote_faults, 1);
+
+	setup(IBV_QPT_RC); /* missing MR right, out of bounds: counted; QP flags: not */
+	st = &qp->resp.stats;
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)romem, RO_RKEY, 16, pattern, 16, 0);
+	setup(IBV_QPT_RC);
+	st = &qp->resp.stats;
+	qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)mem, MEM_RKEY, 16, pattern, 16, 0);
+	CHECK_EQ(st->remote_refused, 0);
+
+	setup(IBV_QPT_RC); /* SEND into a receive buffer that faults */
+	st = &qp->resp.stats;
+	post_recv(7, fva, 100, FAULT_LKEY);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 50);
+	check_ack(0, SWV_AETH_NAK_OP, 100, 0);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.wr_id, 7);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(st->remote_refused, 0); /* a local failure, not a refused peer */
+
+	/* UC: every refused WRITE counts though nothing answers (a peer guessing keys) */
+	setup(IBV_QPT_UC);
+	st = &qp->resp.stats;
+	for (uint32_t i = 0; i < 5; i++)
+		rx_reth(SWV_OP_WRITE_ONLY, 100 + i, false, (uintptr_t)mem, MEM_RKEY + 1 + i, 8,
+			pattern, 8, 0);
+	rx_reth(SWV_OP_WRITE_ONLY, 105, false, fva, FAULT_RKEY, 8, pattern, 8, 0);
+	rx_reth(SWV_OP_WRITE_ONLY, 106, false, (uintptr_t)mem, MEM_RKEY, 8, pattern, 8, 0);
+	CHECK_EQ(st->remote_refused, 6);
+	CHECK_EQ(st->remote_faults, 1);
+	CHECK_EQ(nsent, 0);
+	CHECK(memcmp(mem, pattern, 8) == 0); /* the right key still works */
+
+	/* UC SEND into a faulting buffer: LOC_PROT_ERR, QP to ERR as for a bad WQE */
+	setup(IBV_QPT_UC);
+	post_recv(8, fva, 100, FAULT_LKEY);
+	rx(SWV_OP_SEND_ONLY, 100, false, pattern, 50);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+}
+
 static void test_ud(void)
 {
 	setup(IBV_QPT_UD);
@@ -980,6 +1089,7 @@ int main(void)
 	test_atomic();
 	test_psn_wrap();
 	test_uc();
+	test_refusal_stats();
 	test_ud();
 	printf("test_responder: ok\n");
 	return 0;
