@@ -78,7 +78,8 @@ static void arm_probe(struct swv_qp *qp)
 	struct swv_req_state *r = &qp->req;
 	if (r->probe_backoff < 8)
 		r->probe_backoff++;
-	r->probe_at = swv_ack_timeout_ns(qp) ? swv_now_ns() + swv_req_probe_ns(qp) : 0;
+	uint64_t p = swv_req_probe_ns(qp);
+	r->probe_at = p ? swv_now_ns() + p : 0;
 }
 
 /* A retry caused by a timeout, a sequence NAK or a lost response: counts against
@@ -96,7 +97,8 @@ static bool retry(struct swv_qp *qp, const char *why)
 		return false;
 	}
 	r->retry_left--;
-	r->cwnd = r->cwnd / 2 > SWV_CWND_MIN ? r->cwnd / 2 : SWV_CWND_MIN;
+	uint32_t floor = SWV_MIN(SWV_CWND_MIN, r->window);
+	r->cwnd = r->cwnd / 2 > floor ? r->cwnd / 2 : floor;
 	rewind_cursor(qp);
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
@@ -108,17 +110,17 @@ static bool retry(struct swv_qp *qp, const char *why)
 /* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
  * loss already acted on: every response in flight when the retry began repeats the
  * same evidence. Twice the smoothed round trip, so a loss in the retry's own answer is
- * acted on soon after that answer could have arrived; never less than 200 us nor more
- * than an eighth of the ACK timeout (1 ms without a timer); before a round trip was
- * measured, that maximum. */
+ * acted on soon after that answer could have arrived; at least 200 us, at most an
+ * eighth of the ACK timeout (1 ms without a timer), which also applies before a round
+ * trip was measured. */
 static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
 {
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint64_t max = tmo ? tmo / 8 : 1000000;
 	uint64_t h = qp->req.srtt_ns ? 2 * qp->req.srtt_ns : max;
-	if (h > max)
-		h = max;
-	return h > 200000 ? h : 200000;
+	if (h < 200000)
+		h = 200000;
+	return h < max ? h : max;
 }
 
 /* An implied NAK: a response for a later PSN (psn) while the head READ/atomic still
@@ -133,6 +135,8 @@ static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t now = swv_now_ns();
+	if (r->rnr_until)
+		return; /* the RNR wait ends in a resend from the oldest PSN anyway */
 	if (r->implied_retry_at) {
 		bool young = now - r->implied_retry_at < implied_holdoff_ns(qp);
 		if (young || r->implied_echoes) {
@@ -154,7 +158,7 @@ static void progress_made(struct swv_qp *qp)
 	struct swv_req_state *r = &qp->req;
 	uint32_t acked = (r->una_psn - r->cwnd_una) & SWV_PSN_MASK;
 	uint32_t grow = acked / 2 ? acked / 2 : 1;
-	r->cwnd = r->window - r->cwnd > grow ? r->cwnd + grow : r->window;
+	r->cwnd = r->cwnd < r->window && r->window - r->cwnd > grow ? r->cwnd + grow : r->window;
 	r->cwnd_una = r->una_psn;
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
@@ -165,10 +169,11 @@ static void progress_made(struct swv_qp *qp)
 		r->srtt_ns = r->srtt_ns ? (7 * r->srtt_ns + sample) / 8 : sample;
 		r->rtt_at = 0;
 	}
-	bool busy = tmo && head_wqe(qp);
+	bool busy = head_wqe(qp) != NULL;
+	uint64_t probe = swv_req_probe_ns(qp);
 	r->probe_backoff = 0;
-	r->ack_deadline = busy ? now + tmo : 0;
-	r->probe_at = busy ? now + swv_req_probe_ns(qp) : 0;
+	r->ack_deadline = busy && tmo ? now + tmo : 0;
+	r->probe_at = busy && probe ? now + probe : 0;
 }
 
 /* Refresh una_psn from the head WQE (after WQEs retired). */
@@ -185,16 +190,6 @@ static void set_una_from_head(struct swv_qp *qp)
 		una = w->first_psn;
 	if (swv_psn_cmp(una, r->una_psn) > 0)
 		r->una_psn = una;
-}
-
-/* Responses for the head READ keep arriving (possibly a long burst or replay the
- * responder is still sending): the peer is alive, so the ACK timeout restarts; the
- * retry counters are reloaded only by real progress. */
-static void read_alive(struct swv_qp *qp)
-{
-	uint64_t tmo = swv_ack_timeout_ns(qp);
-	if (tmo)
-		qp->req.ack_deadline = swv_now_ns() + tmo;
 }
 
 enum retire_result { RETIRE_OK, RETIRE_LOST, RETIRE_ERR };
@@ -325,6 +320,13 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		rr = retire(qp, psn, false, progress);
 		if (rr == RETIRE_ERR)
 			return;
+		if (code == 0 && r->rnr_until) {
+			/* a late sequence NAK while an RNR NAK is waited out (the responder
+			 * sends none in that state): what it retired stands, the retry it asks
+			 * for is the RNR wait's */
+			r->n_dup_resp++;
+			return;
+		}
 		if (code == 0) {
 			/* PSN sequence error: everything before psn arrived; go back to it. */
 			r->n_seq_naks++;
@@ -382,8 +384,6 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		r->n_dup_resp++;
 		return;
 	}
-	if (w->opcode == IBV_WR_RDMA_READ)
-		read_alive(qp);
 	if (w->opcode != IBV_WR_RDMA_READ) {
 		/* A READ response inside the PSNs of a non-READ WQE. */
 		comp_head(qp, IBV_WC_FATAL_ERR);
@@ -472,12 +472,10 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
 	 * or stale packet. */
 	if (swv_psn_cmp(pkt->psn, r->una_psn) < 0 || swv_psn_cmp(pkt->psn, r->sent_psn) >= 0) {
-		struct swv_send_wqe *h = head_wqe(qp);
-		if (h && h->opcode == IBV_WR_RDMA_READ && (pkt->flags & SWV_OPF_READ) &&
-		    swv_psn_cmp(pkt->psn, h->first_psn) >= 0) {
-			read_alive(qp);
-			swv_req_update_timer(qp);
-		}
+		/* Not even a READ response the peer keeps replaying restarts the ACK
+		 * timeout: only progress does, so answers that never help (a replay of
+		 * what was placed, a response of the wrong size) cannot keep a QP alive
+		 * past (retry_cnt + 1) timeouts. */
 		swv_log(SWV_LOG_DEBUG, "qp %#x: response op %#x psn %#x outside [%#x, %#x)", qp->qpn,
 			pkt->opcode, pkt->psn, r->una_psn, r->sent_psn);
 		r->n_dup_resp++;

@@ -69,12 +69,15 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 {
 	const struct swv_req_state *r = &qp->req;
 	uint64_t tmo = swv_ack_timeout_ns(qp);
-	uint64_t max = tmo / 4;
+	uint64_t max = tmo ? tmo / 4 : SWV_PROBE_MAX_NS;
 	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max;
-	if (p < 1000000)
-		p = 1000000;
+	if (p < SWV_PROBE_MIN_NS)
+		p = SWV_PROBE_MIN_NS;
 	p <<= r->probe_backoff;
-	return p < max ? p : max;
+	if (p > max)
+		p = max;
+	/* an ACK timeout this short retries sooner than a probe could help */
+	return p >= SWV_PROBE_MIN_NS ? p : 0;
 }
 
 void swv_req_reset(struct swv_qp *qp)
@@ -222,7 +225,10 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	if (last && imm)
 		p->imm = w->imm_data;
 	p->se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
-	p->ackreq = last || since_ackreq + 1 >= SWV_MAX_PKT_PER_ACK;
+	/* AckReq at least twice per window: with a window under SWV_MAX_PKT_PER_ACK
+	 * (small socket buffers, or halved by losses) a full window must still ask */
+	uint32_t every = SWV_MIN((uint32_t)SWV_MAX_PKT_PER_ACK, qp->req.cwnd / 2);
+	p->ackreq = last || since_ackreq + 1 >= (every ? every : 1);
 	if (qp->type != IBV_QPT_RC) {
 		/* UC and UD: the same operations under their own transport prefix (UD only
 		 * ever has SEND_ONLY[_WITH_IMM]); nobody acknowledges them. */
@@ -526,6 +532,7 @@ void swv_req_run(struct swv_qp *qp)
 	struct swv_req_state *r = &qp->req;
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+	const uint32_t first_new = r->sent_psn; /* PSNs from here on leave for the first time */
 	bool sent = false;
 
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
@@ -639,15 +646,18 @@ void swv_req_run(struct swv_qp *qp)
 	}
 	if (sent) {
 		uint64_t now = swv_now_ns();
-		if (tmo && !r->ack_deadline) {
-			/* the pipe was idle: the timers start; afterwards only progress and
-			 * retries restart them, so that resends (a probe) never postpone
-			 * the end of a QP whose peer is gone */
+		/* The pipe was idle: the timers start; afterwards only progress and retries
+		 * restart them, so that resends (a probe) never postpone the end of a QP
+		 * whose peer is gone. A probe is armed while anything is outstanding. */
+		if (tmo && !r->ack_deadline)
 			r->ack_deadline = now + tmo;
-			r->probe_at = now + swv_req_probe_ns(qp);
+		if (!r->probe_at) {
+			uint64_t probe = swv_req_probe_ns(qp);
+			r->probe_at = probe ? now + probe : 0;
 		}
-		if (!r->rtt_at && swv_psn_cmp(r->sent_psn, r->una_psn) > 0) {
-			/* time the acknowledgement of the newest PSN (one sample at a time) */
+		if (!r->rtt_at && swv_psn_cmp(r->sent_psn, first_new) > 0) {
+			/* time the acknowledgement of the newest PSN, sent now for the first
+			 * time (Karn: an ACK of a resent PSN answers which copy?) */
 			r->rtt_psn = swv_psn_add(r->sent_psn, SWV_PSN_MASK);
 			r->rtt_at = now;
 		}

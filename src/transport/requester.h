@@ -41,6 +41,9 @@ enum swv_wqe_state {
 #define SWV_MAX_UNACKED_PSNS 512
 #define SWV_READ_WINDOW      128
 #define SWV_CWND_MIN         16
+/* Tail-loss probe delay bounds (swv_req_probe_ns). */
+#define SWV_PROBE_MIN_NS     1000000ull
+#define SWV_PROBE_MAX_NS     64000000ull /* without an ACK timeout (timeout 0) */
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
 
 struct swv_req_state {
@@ -114,8 +117,10 @@ void swv_req_update_timer(struct swv_qp *qp);
 uint64_t swv_ack_timeout_ns(const struct swv_qp *qp);
 /* When a silence becomes worth a tail-loss probe: 4 x the smoothed round trip, at
  * least 1 ms (a loaded 2-core host delays ACKs by that much without losing them), at
- * most the ACK timeout / 4 (also before a round trip was measured); doubled for each
- * probe or retry since the last progress. */
+ * most the ACK timeout / 4 (64 ms with no ACK timeout; also before a round trip was
+ * measured); doubled for each probe or retry since the last progress. 0: no probe (an
+ * ACK timeout under 4 ms retries sooner). Probes spend no retry, so they also run with
+ * timeout 0, where a lost datagram would otherwise hang a live QP. */
 uint64_t swv_req_probe_ns(const struct swv_qp *qp);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);

@@ -624,10 +624,13 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 
 	if (d > 0) {
 		/* One sequence NAK per gap; the requester goes back to epsn. Once more
-		 * when a later PSN arrives at or below one already seen since: the
+		 * when a PSN at or below the one that exposed the gap arrives again: the
 		 * requester went back and resent, and epsn was lost again (or the NAK
-		 * was) -- without it that second loss waits for the ACK timeout. */
-		bool again = s->seq_nak && swv_psn_cmp(pkt->psn, s->nak_hi_psn) <= 0;
+		 * was) -- without it that second loss waits for a probe or the ACK
+		 * timeout. Reordering and duplicates of the original burst come above
+		 * it, or (a copy of that very packet) at once, where the requester takes
+		 * the second NAK for a copy of the first. */
+		bool again = s->seq_nak && swv_psn_cmp(pkt->psn, s->nak_first_psn) <= 0;
 		if (!s->nak_sent || again) {
 			swv_log(SWV_LOG_DEBUG, "responder: qp %#x psn %#x, expected %#x: NAK%s\n",
 				qp->qpn, pkt->psn, s->epsn, again ? " (again)" : "");
@@ -635,10 +638,10 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 			s->seq_nak = true;
 			s->stats.seq_naks++;
 			resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+			s->nak_first_psn = pkt->psn;
 		} else {
 			s->stats.dropped++;
 		}
-		s->nak_hi_psn = pkt->psn;
 		return;
 	}
 	if (d < 0) {

@@ -57,7 +57,7 @@ struct swv_resp_state {
 	uint32_t msn;         /* 24-bit message sequence number */
 	bool nak_sent;        /* sequence (or RNR) NAK sent: drop later PSNs until epsn arrives */
 	bool seq_nak;         /* ... and it was a sequence NAK */
-	uint32_t nak_hi_psn;  /* the latest PSN past epsn since then (rc_rx: when to NAK again) */
+	uint32_t nak_first_psn; /* the PSN that drew that NAK (rc_rx: when to NAK again) */
 	bool drop_msg;        /* UC: discard packets until the next FIRST/ONLY */
 	/* in-progress inbound message */
 	uint8_t last_opcode;  /* opcode of the last executed packet; 0xff = none */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "core/async.h"
@@ -25,10 +26,12 @@
 #include "transport/packet.h"
 #include "transport/requester.h"
 #include "transport/txrun.h"
+#include "util/clock.h"
 
 /* ------------------------------------------------------------------ models */
 
-static uint32_t tx_psn[1024];
+static uint32_t tx_psn[8192];
+static bool tx_ackreq[8192];
 static int ntx;
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
@@ -48,6 +51,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	memcpy(dgram + hdr_len + paylen, tail, tl);
 	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p), 0);
 	CHECK(ntx < (int)SWV_ARRAY_SIZE(tx_psn));
+	tx_ackreq[ntx] = p.ackreq;
 	tx_psn[ntx++] = p.psn;
 	return 0;
 }
@@ -407,6 +411,154 @@ static void test_dup_rnr_nak(void)
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
 }
 
+static void sleep_us(unsigned us)
+{
+	usleep(us);
+}
+
+/* A READ response from a peer whose path MTU is smaller than ours. */
+static void read_resp_len(uint32_t psn, uint8_t opcode, uint32_t len)
+{
+	static uint8_t payload[MTU];
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | opcode;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.payload = payload;
+	p.paylen = len;
+	swv_comp_rx(qp, &p);
+}
+
+/* A peer answers every READ request, but with responses this requester refuses (its
+ * path MTU is 512, ours 1024: FIRST(512) + LAST(512) for a 1-PSN READ). Nothing is ever
+ * placed, so after (retry_cnt + 1) x the ACK timeout the READ must end in RETRY_EXC_ERR;
+ * answers that are no progress must not restart the timeout (with the free tail-loss
+ * probes drawing an answer every few ms, such a QP used to live forever). */
+static void test_read_alive_hang(void)
+{
+	setup(1, 7); /* retry_cnt 1: the bound is 2 x 4.2 ms */
+	qp->attr.max_rd_atomic = 1;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	w->opcode = IBV_WR_RDMA_READ;
+	w->length = MTU;
+	w->sge[0].length = MTU;
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 1);
+	uint64_t t0 = swv_now_ns(), tmo = swv_ack_timeout_ns(qp);
+	int answered = 0;
+	while (qp->state == IBV_QPS_RTS && swv_now_ns() - t0 < 60 * tmo) {
+		if (ntx > answered) { /* a (re)sent READ request reached the peer */
+			answered = ntx;
+			read_resp_len(PSN0, SWV_OP_READ_RESP_FIRST, MTU / 2);
+			read_resp_len(PSN0 + 1, SWV_OP_READ_RESP_LAST, MTU / 2);
+		}
+		sleep_us(200);
+		swv_req_timer(qp, swv_now_ns());
+	}
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* timeout 0 (no ACK timeout) and a window that loss has shrunk below
+ * SWV_MAX_PKT_PER_ACK: the resend of a long WRITE must still ask for an ACK within the
+ * window (or keep a timer), else a peer that executed it all, not asked, says nothing
+ * and the QP waits forever. */
+static void test_no_ackreq_in_window(void)
+{
+	setup(7, 7);
+	qp->attr.timeout = 0;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	w->length = 200 * MTU;
+	w->sge[0].length = 200 * MTU;
+	qp->sq.tail = 1;
+	swv_req_reset(qp);
+	qp->req.window = qp->req.cwnd = 128;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 128);
+	respond(PSN0 + 64, 0x60); /* +64 lost: +0..+63 arrived; retry, cwnd 128 -> 64 */
+	CHECK_EQ(qp->req.cwnd, 64u);
+	sleep_us(1500);           /* past the 1 ms hold-off of a QP without timer */
+	respond(PSN0 + 64, 0x60); /* the resent +64 was lost again: NAKed again */
+	CHECK_EQ(qp->req.cwnd, 32u);
+	int from = ntx - 32;
+	CHECK_EQ(tx_psn[from], PSN0 + 64);
+	/* the peer gets +64..+95 in order and executes them; it ACKs only on AckReq */
+	bool asked = false;
+	for (int i = from; i < ntx; i++)
+		asked |= tx_ackreq[i];
+	CHECK(asked || qp->req.ack_deadline || qp->req.probe_at);
+}
+
+/* A late copy of a sequence NAK (a network duplicate, after the hold-off) while an RNR
+ * NAK is waited out must neither spend a retry nor re-arm the ACK timeout the RNR NAK
+ * stopped: that timeout used to fire during the 655 ms wait and end a QP whose peer had
+ * only no receive posted in RETRY_EXC_ERR. */
+static void test_rnr_wait_vs_late_nak(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 3, 0x60); /* WQE 0 done, go back to +3 */
+	CHECK_EQ(qp->req.retry_left, 2);
+	respond(PSN0 + 3, 0x20 | 0); /* the resent +3: RNR, wait 655 ms */
+	CHECK(qp->req.rnr_until != 0);
+	CHECK_EQ(qp->req.ack_deadline, 0);
+	sleep_us(1500); /* past the hold-off (ACK timeout / 8 = 0.5 ms) */
+	respond(PSN0 + 3, 0x60); /* the first NAK, duplicated and delayed by the network */
+	while (qp->state == IBV_QPS_RTS && qp->req.ack_deadline &&
+	       qp->req.ack_deadline < qp->req.rnr_until)
+		swv_req_timer(qp, qp->req.ack_deadline);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(ncomps, 1); /* only WQE 0 */
+}
+
+/* Karn's rule: after a tail-loss probe resent everything outstanding, an ACK cannot say
+ * which transmission it answers, so it is no round-trip sample; a sample may only time a
+ * PSN sent for the first time (the late ACK of the original used to give microseconds
+ * for a round trip of more than 3 ms). */
+static void test_karn_after_probe(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	sleep_us(3000); /* the peer is slow: its ACK takes > 3 ms */
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(qp->req.n_probes, 1u);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f); /* the ACK of the original transmission */
+	CHECK_EQ(ncomps, (int)NWQE);
+	CHECK_EQ(qp->req.srtt_ns, 0); /* no valid sample */
+}
+
+/* The window under loss never exceeds the peer's buffer window, even when that is below
+ * SWV_CWND_MIN (compute_window() allows 4): a retry used to raise it to 16, and then the
+ * unsigned window - cwnd wrapped and it grew without bound. */
+static void test_cwnd_past_small_window(void)
+{
+	setup(3, 7);
+	qp->req.window = qp->req.cwnd = 8;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 8);
+	swv_req_timer(qp, qp->req.ack_deadline); /* a retry: cwnd = max(8/2, 16) = 16 */
+	respond(PSN0 + 2, 0x1f);
+	respond(PSN0 + 5, 0x1f);
+	respond(PSN0 + 8, 0x1f);
+	CHECK(qp->req.cwnd <= qp->req.window);
+}
+
+/* timeout 0: the tail-loss probe spends no retry, so it runs without an ACK timer too;
+ * a lost last ACK (or a READ burst the responder cut short on a full socket) must not
+ * hang a QP whose peer is alive. */
+static void test_timeout0_tail_loss(void)
+{
+	setup(3, 7);
+	qp->attr.timeout = 0;
+	swv_req_run(qp);
+	respond(PSN0 + 8, 0x1f); /* WQEs 0-2; the ACK for +11 is lost */
+	CHECK_EQ(ncomps, 3);
+	CHECK(qp->req.probe_at != 0);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -417,6 +569,12 @@ int main(void)
 	test_read_response_lost();
 	test_read_gap_once();
 	test_seq_nak_past_read();
+	test_read_alive_hang();
+	test_no_ackreq_in_window();
+	test_rnr_wait_vs_late_nak();
+	test_karn_after_probe();
+	test_cwnd_past_small_window();
+	test_timeout0_tail_loss();
 	test_dup_rnr_nak();
 	if (qp)
 		free(qp->sq.buf);

@@ -1073,6 +1073,27 @@ static void test_ud(void)
 	CHECK_EQ(nsent, 0);
 }
 
+/* The second sequence NAK for a gap goes out only when the requester has visibly gone
+ * back (a PSN at or below the one that exposed the gap arrives again), never for the
+ * reordering or duplicates of the original burst: with PSN 100 lost, 101 103 102 104
+ * 105 105 used to draw three NAKs, each costing the requester a retry. */
+static void test_nak_again_only_after_resend(void)
+{
+	setup(IBV_QPT_RC);
+	for (int i = 0; i < 8; i++)
+		post_recv(1 + (uint64_t)i, (uintptr_t)mem + 256 * (uint64_t)i, 256, LKEY);
+	static const uint32_t order[] = {101, 103, 102, 104, 105, 105};
+	for (unsigned i = 0; i < SWV_ARRAY_SIZE(order); i++)
+		rx(SWV_OP_SEND_ONLY, order[i], true, pattern, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10); /* the resend, 100 lost again */
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
+	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10); /* the rest of that resend */
+	CHECK_EQ(nsent, 2);
+}
+
 int main(void)
 {
 	for (unsigned i = 0; i < sizeof(pattern); i++)
@@ -1080,6 +1101,7 @@ int main(void)
 	test_pure();
 	test_send();
 	test_gap_and_rnr();
+	test_nak_again_only_after_resend();
 	test_write();
 	test_write_errors();
 	test_recv_errors();
