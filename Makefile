@@ -1,14 +1,15 @@
 # swverbs top-level targets (README names them):
 #   make demo    build, then run the completion-counter demo on the default loopback device
 #   make test    install test dependencies (as root), then build and run every test:
-#                plain, AddressSanitizer+UBSan (full suite), ThreadSanitizer (threaded tests)
+#                plain, AddressSanitizer+UBSan (full suite), ThreadSanitizer (threaded tests),
+#                then the libFuzzer targets for a bounded time (clang; build-fuzz/)
 #   make build   build only (build/)          make bench   run the benchmarks
 #   make format  clang-format the sources     make clean   remove build trees
 JOBS   ?= $(shell nproc)
 CTEST  := ctest --output-on-failure --timeout 300 -j $(JOBS)
 CMAKE  := cmake -G Ninja -Wno-dev
 
-.PHONY: all build demo test test-plain test-asan test-tsan bench format clean deps
+.PHONY: all build demo test test-plain test-asan test-tsan test-fuzz bench format clean deps
 
 all: build
 
@@ -24,7 +25,7 @@ demo: build
 
 test: 
 	@tools/install-deps.sh test
-	@$(MAKE) --no-print-directory test-plain test-asan test-tsan
+	@$(MAKE) --no-print-directory test-plain test-asan test-tsan test-fuzz
 	@echo "make test: all suites passed"
 
 test-plain: deps
@@ -43,6 +44,22 @@ test-tsan: deps
 	cmake --build build-tsan
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(CTEST) --test-dir build-tsan -L threaded
 
+# libFuzzer needs clang and its runtime (Debian: clang, libclang-rt-14-dev, which
+# tools/install-deps.sh test installs as root). Without them the stage says so loudly
+# and skips, as tests whose tools are missing do.
+FUZZ_CC ?= clang
+test-fuzz: deps
+	@if printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' | \
+	    $(FUZZ_CC) -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null; then \
+		$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DSWV_FUZZ=ON >/dev/null && \
+		cmake --build build-fuzz && \
+		$(CTEST) --test-dir build-fuzz -L fuzz; \
+	else \
+		echo "make test-fuzz: WARNING: $(FUZZ_CC) cannot build libFuzzer targets" \
+		     "(clang + libclang-rt-14-dev): fuzz tests NOT run" >&2; \
+	fi
+
 bench: build
 	@for b in build/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
 
@@ -50,4 +67,4 @@ format:
 	@find src include tools tests bench -name '*.[ch]' | xargs clang-format -i
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

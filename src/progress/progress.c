@@ -466,6 +466,28 @@ void swv_progress_test_norx(struct swv_context *ctx, bool on)
 	}
 }
 
+void swv_progress_test_hold(struct swv_context *ctx)
+{
+	pthread_mutex_lock(&ctx->progress.work_lock);
+	work_begin(&ctx->progress);
+}
+
+void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+			  unsigned n)
+{
+	struct swv_progress_rx *st = ctx->progress.rx;
+
+	for (unsigned i = 0; i < n; i++)
+		rx_dispatch(ctx, ep, &pkts[i], st);
+	group_flush(st);
+}
+
+void swv_progress_test_release(struct swv_context *ctx)
+{
+	work_end(&ctx->progress);
+	pthread_mutex_unlock(&ctx->progress.work_lock);
+}
+
 static void rx_state_free(struct swv_progress_rx *st)
 {
 	if (!st)

@@ -168,4 +168,18 @@ static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
  * progress" need. Returns once the thread has muted its sockets. */
 void swv_progress_test_norx(struct swv_context *ctx, bool on);
 
+/* Test hooks, internal (the fuzzers in tests/fuzz): hold the receive work section as
+ * one thread iteration does -- while held nobody else receives and the thread runs no
+ * timers -- and hand datagrams to the receive path exactly as a receive pass hands
+ * them over (parse, QPN lookup on ep's socket, grouped per QP into swv_qp_rx_batch).
+ * pkts[i].buf must stay valid for the call; src is the sender's address as the socket
+ * reported it. test_rx only between test_hold and test_release; neither may be called
+ * while holding a QP or CQ lock, and no QP may be destroyed in between (destroy waits
+ * for the section to end). */
+struct swv_rx_pkt;
+void swv_progress_test_hold(struct swv_context *ctx);
+void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+			  unsigned n);
+void swv_progress_test_release(struct swv_context *ctx);
+
 #endif
