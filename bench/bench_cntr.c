@@ -290,17 +290,11 @@ int main(int argc, char **argv)
 		}
 	}
 
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		die("socketpair", errno);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	int ctl;
+	pid_t pid = rc_fork(WHO, &ctl);
 	struct side s = {0};
 	setup(&s, dev);
-	s.sock = pid == 0 ? sv[1] : sv[0];
-	close(pid == 0 ? sv[0] : sv[1]);
+	s.sock = ctl;
 	rc_conn_exchange(&s.rc, s.sock, pid == 0);
 	rc_conn_connect(&s.rc);
 	if (pid == 0) {

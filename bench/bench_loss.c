@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,36 +140,29 @@ static void run_level(const char *dev, int level, unsigned seed, double *res)
 	} else {
 		unsetenv("SWVERBS_FAULT");
 	}
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		die("socketpair", errno);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	int ctl;
+	pid_t pid = rc_fork(WHO, &ctl);
 	if (pid == 0) {
 		/* target: its memory is written and read; it only waits for the end */
 		struct rc_conn c;
 		char b;
-		close(sv[0]);
 		alarm(600);
-		open_side(&c, dev, sv[1], true);
-		rc_xfer(WHO, sv[1], &b, 1, false);
+		open_side(&c, dev, ctl, true);
+		rc_xfer(WHO, ctl, &b, 1, false);
 		ibv_destroy_qp(c.qp);
 		rc_conn_close(&c);
 		_exit(0);
 	}
-	close(sv[1]);
 	struct rc_conn c;
-	open_side(&c, dev, sv[0], false);
+	open_side(&c, dev, ctl, false);
 	for (int t = 0; t < NTESTS; t++)
 		res[t] = run_test(&c, (enum test)t);
 	char b = 0;
-	rc_xfer(WHO, sv[0], &b, 1, true);
+	rc_xfer(WHO, ctl, &b, 1, true);
 	int st;
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		die("target failed", ECHILD);
-	close(sv[0]);
+	close(ctl);
 	ibv_destroy_qp(c.qp);
 	rc_conn_close(&c);
 }

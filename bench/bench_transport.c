@@ -529,22 +529,14 @@ int main(int argc, char **argv)
 		}
 	}
 
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		die("socketpair", errno);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	int ctl;
+	pid_t pid = rc_fork(WHO, &ctl);
 	if (pid == 0) {
-		close(sv[0]);
 		alarm(300); /* never outlive a stuck run */
-		target(sv[1], dev, want);
+		target(ctl, dev, want);
 		_exit(0);
 	}
-	close(sv[1]);
 	alarm(300);
-	int ctl = sv[0];
 
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	double load[1] = {0};

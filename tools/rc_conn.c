@@ -5,12 +5,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 void rc_die(const char *who, const char *what, int err)
 {
 	fprintf(stderr, "%s [%d]: %s: %s\n", who, (int)getpid(), what, strerror(err));
 	exit(1);
+}
+
+pid_t rc_fork(const char *who, int *ctl)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		rc_die(who, "socketpair", errno);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		rc_die(who, "fork", errno);
+	close(pid ? sv[1] : sv[0]);
+	*ctl = pid ? sv[0] : sv[1];
+	return pid;
 }
 
 void rc_xfer(const char *who, int sock, void *p, size_t n, bool out)

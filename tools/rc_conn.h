@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include <infiniband/verbs.h>
 
 /* What the two sides exchange before they can talk: the usual verbs handshake. */
@@ -49,6 +51,12 @@ struct rc_conn {
 
 /* Print "who [pid]: what: strerror(err)" and exit(1). */
 _Noreturn void rc_die(const char *who, const char *what, int err);
+
+/* fork() the second process of a two-process program, with a stream socketpair between
+ * the two (stdout flushed first, so nothing buffered is printed twice). Returns the
+ * child's pid in the parent and 0 in the child; *ctl is this side's end of the pair,
+ * the other end is closed. Dies on failure. */
+pid_t rc_fork(const char *who, int *ctl);
 
 /* Read or write exactly n bytes of a stream socket, or die. */
 void rc_xfer(const char *who, int sock, void *p, size_t n, bool out);

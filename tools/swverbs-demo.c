@@ -224,20 +224,14 @@ int main(int argc, char **argv)
 	       "completion counters only\n", n, size);
 	fflush(stdout);
 
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		rc_die("demo", "socketpair", errno);
-	pid_t pid = fork();
-	if (pid < 0)
-		rc_die("demo", "fork", errno);
+	int ctl;
+	pid_t pid = rc_fork("demo", &ctl);
 	if (pid == 0) {
-		close(sv[0]);
-		int r = target(sv[1], dev, n, size);
+		int r = target(ctl, dev, n, size);
 		fflush(stdout);
 		_exit(r);
 	}
-	close(sv[1]);
-	int rc = initiator(sv[0], dev, n, size);
+	int rc = initiator(ctl, dev, n, size);
 	int st = 0;
 	waitpid(pid, &st, 0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
