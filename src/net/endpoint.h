@@ -7,6 +7,7 @@
 #ifndef SWV_NET_ENDPOINT_H
 #define SWV_NET_ENDPOINT_H
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,6 +69,14 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 void swv_ep_close(struct swv_endpoint *ep);
 /* Install the hold notification (before the endpoint is used by other threads). */
 void swv_ep_set_hold_cb(struct swv_endpoint *ep, swv_ep_hold_cb cb, void *arg);
+
+/* The address the endpoint is bound to (where its peers send). */
+static inline struct sockaddr_in swv_ep_sockaddr(const struct swv_endpoint *ep)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ep->addr};
+	sa.sin_port = htons(ep->port);
+	return sa;
+}
 
 /* Send one datagram (gathered from iov). Returns 0, or a positive errno; a full
  * socket buffer (EAGAIN/ENOBUFS) is reported so the caller can retry later. */

@@ -24,16 +24,6 @@ static void reset_pkts(void)
 	}
 }
 
-static struct sockaddr_in to(const struct swv_endpoint *ep)
-{
-	struct sockaddr_in sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr = ep->addr;
-	sa.sin_port = htons(ep->port);
-	return sa;
-}
-
 static int send_seq(struct swv_endpoint *from, const struct sockaddr_in *dst, uint32_t seq,
 		    size_t len)
 {
@@ -113,7 +103,7 @@ static void test_open(struct swv_endpoint *a, struct swv_endpoint *b)
 
 static void test_exchange(struct swv_endpoint *a, struct swv_endpoint *b)
 {
-	struct sockaddr_in dst = to(b);
+	struct sockaddr_in dst = swv_ep_sockaddr(b);
 
 	for (uint32_t i = 0; i < 10; i++)
 		CHECK_OK(send_seq(a, &dst, i, 100 + i));
@@ -139,7 +129,7 @@ static void test_exchange(struct swv_endpoint *a, struct swv_endpoint *b)
 
 static void test_batch(struct swv_endpoint *a, struct swv_endpoint *b)
 {
-	struct sockaddr_in dst = to(b);
+	struct sockaddr_in dst = swv_ep_sockaddr(b);
 	const int total = 150;
 
 	for (int i = 0; i < total; i++)
@@ -163,7 +153,7 @@ static void test_batch(struct swv_endpoint *a, struct swv_endpoint *b)
 
 static void test_truncation(struct swv_endpoint *a, struct swv_endpoint *b)
 {
-	struct sockaddr_in dst = to(b);
+	struct sockaddr_in dst = swv_ep_sockaddr(b);
 	uint64_t trunc0 = b->rx_truncated;
 
 	/* Oversized datagrams in between, at the start and at the end of a batch. */
@@ -189,7 +179,7 @@ static void test_dead_peer(struct swv_endpoint *a, struct swv_endpoint *b)
 	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
 	struct swv_endpoint c;
 	CHECK_OK(swv_ep_open(&c, lo, NULL));
-	struct sockaddr_in dead = to(&c);
+	struct sockaddr_in dead = swv_ep_sockaddr(&c);
 	swv_ep_close(&c);
 	CHECK(!c.is_open);
 	swv_ep_close(&c); /* idempotent */
@@ -208,7 +198,7 @@ static void test_dead_peer(struct swv_endpoint *a, struct swv_endpoint *b)
 	CHECK(poll(&pfd, 1, 2000) == 1);
 	CHECK(pfd.revents & POLLERR); /* the error is really pending */
 
-	struct sockaddr_in dst = to(a);
+	struct sockaddr_in dst = swv_ep_sockaddr(a);
 	CHECK_OK(send_seq(b, &dst, 7, 70));
 	CHECK_OK(send_seq(b, &dst, 8, 80));
 	reset_pkts();
@@ -232,7 +222,7 @@ static void test_dead_peer(struct swv_endpoint *a, struct swv_endpoint *b)
 
 static void test_args(struct swv_endpoint *a)
 {
-	struct sockaddr_in dst = to(a);
+	struct sockaddr_in dst = swv_ep_sockaddr(a);
 	uint8_t x = 0;
 	struct iovec iov = {&x, 1};
 	struct swv_endpoint z;
@@ -294,7 +284,7 @@ static void test_threads(struct swv_endpoint *a, struct swv_endpoint *b)
 	int total = 0;
 
 	for (uint32_t i = 0; i < 4; i++) {
-		s[i] = (struct sender){a, to(b), i};
+		s[i] = (struct sender){a, swv_ep_sockaddr(b), i};
 		CHECK(pthread_create(&t[i], NULL, sender_main, &s[i]) == 0);
 	}
 	for (int idle = 0; total < 4 * PER_THREAD && idle < 2000;) {

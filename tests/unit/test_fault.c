@@ -27,16 +27,6 @@ static void reset_pkts(void)
 	}
 }
 
-static struct sockaddr_in to(const struct swv_endpoint *ep)
-{
-	struct sockaddr_in sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr = ep->addr;
-	sa.sin_port = htons(ep->port);
-	return sa;
-}
-
 static void fill(uint8_t *p, uint32_t seq, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
@@ -258,7 +248,7 @@ static void pair_open(struct pair *p, const char *spec)
 	CHECK_PTR(p->f);
 	CHECK_OK(swv_ep_open(&p->tx, lo, p->f));
 	CHECK_OK(swv_ep_open(&p->rx, lo, NULL));
-	p->dst = to(&p->rx);
+	p->dst = swv_ep_sockaddr(&p->rx);
 }
 
 static void pair_close(struct pair *p)

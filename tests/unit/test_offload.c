@@ -18,16 +18,6 @@
 
 static uint8_t data[SWV_EP_GSO_MAX_BYTES];
 
-static struct sockaddr_in to(const struct swv_endpoint *ep)
-{
-	struct sockaddr_in sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr = ep->addr;
-	sa.sin_port = htons(ep->port);
-	return sa;
-}
-
 /* Packet k of a run: its first byte is k, the rest a pattern of (tag, k, offset). */
 static void fill(uint8_t tag, unsigned nseg, size_t seg, size_t total)
 {
@@ -80,7 +70,7 @@ static int send_run(struct swv_endpoint *a, const struct sockaddr_in *dst, unsig
 
 static void runs(struct swv_endpoint *a, struct swv_endpoint *b, struct swv_ep_rx *rx)
 {
-	struct sockaddr_in dst = to(b);
+	struct sockaddr_in dst = swv_ep_sockaddr(b);
 	static const struct {
 		unsigned nseg;
 		size_t seg, last;
@@ -125,7 +115,7 @@ static void test_gso_gro(void)
 	CHECK_EQ(c.rx_gro_dgrams, 0);
 
 	/* The old one-datagram API on a GRO-less socket sees one packet per datagram. */
-	struct sockaddr_in dst = to(&c);
+	struct sockaddr_in dst = swv_ep_sockaddr(&c);
 	fill(9, 5, SEG, 4 * SEG + 10);
 	CHECK_OK(send_run(&a, &dst, 5, SEG, 4 * SEG + 10, NULL));
 	static uint8_t bufs[8][SWV_EP_MAX_DGRAM];
@@ -182,7 +172,7 @@ static void test_fault_fallback(void)
 	swv_ep_enable_gro(&b);
 	CHECK(!swv_ep_gso_usable(&a));
 
-	struct sockaddr_in dst = to(&b);
+	struct sockaddr_in dst = swv_ep_sockaddr(&b);
 	const unsigned n = 6;
 	size_t total = 5 * SEG + 40;
 	fill(5, n, SEG, total);
@@ -281,7 +271,7 @@ static void test_tx_batch(bool gro)
 		swv_ep_enable_gro(&b);
 		swv_ep_enable_gro(&c);
 	}
-	struct sockaddr_in db = to(&b), dc = to(&c);
+	struct sockaddr_in db = swv_ep_sockaddr(&b), dc = swv_ep_sockaddr(&c);
 	/* lengths: runs of equal sizes, a shorter one ending a run, a large datagram,
 	 * a second destination in the middle */
 	static const size_t lens[] = {40, 40, 40, 40, 36, 40, 40, 100, 100, 3000, 8,

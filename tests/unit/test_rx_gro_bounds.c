@@ -40,16 +40,6 @@ static uint8_t pat(unsigned d, unsigned k, size_t o)
 	return (uint8_t)(d * 7 + k * 13 + o * 3 + 1);
 }
 
-static struct sockaddr_in to(const struct swv_endpoint *ep)
-{
-	struct sockaddr_in sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr = ep->addr;
-	sa.sin_port = htons(ep->port);
-	return sa;
-}
-
 static size_t dgram_len(const struct dgram *g)
 {
 	return g->nseg ? (size_t)(g->nseg - 1) * g->seg + g->last : ORD_LEN;
@@ -130,7 +120,7 @@ static void run_batch(int fd, struct swv_endpoint *b, struct swv_ep_rx *rx, stru
 		      unsigned n, unsigned *refused)
 {
 	static struct want w[MAX_DGRAM * 128];
-	struct sockaddr_in dst = to(b);
+	struct sockaddr_in dst = swv_ep_sockaddr(b);
 	unsigned d0 = seq;
 	for (unsigned i = 0; i < n; i++) {
 		int rc = send_dgram(fd, &dst, &gs[i], seq++);
