@@ -48,27 +48,33 @@ void swvt_pair_to_init(struct ibv_qp *qp)
 
 void swvt_pair_to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
 {
-	struct ibv_port_attr port;
-	union ibv_gid gid;
-	CHECK_OK(ibv_query_port(qp->context, 1, &port));
-	CHECK_OK(ibv_query_gid(qp->context, 1, 0, &gid));
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
 				.path_mtu = IBV_MTU_1024,
 				.dest_qp_num = dest_qpn,
 				.rq_psn = 0,
 				.max_dest_rd_atomic = 4,
 				.min_rnr_timer = 1};
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = port.lid;
-	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = gid;
-		a.ah_attr.grh.hop_limit = 64;
-	}
+	swvt_local_ah_attr(qp->context, &a.ah_attr);
 	CHECK_OK(ibv_modify_qp(qp, &a,
 			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				   IBV_QP_MIN_RNR_TIMER));
+}
+
+void swvt_local_ah_attr(struct ibv_context *ctx, struct ibv_ah_attr *ah)
+{
+	struct ibv_port_attr port;
+	union ibv_gid gid;
+	CHECK_OK(ibv_query_port(ctx, 1, &port));
+	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid));
+	memset(ah, 0, sizeof(*ah));
+	ah->port_num = 1;
+	ah->dlid = port.lid;
+	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		ah->is_global = 1;
+		ah->grh.dgid = gid;
+		ah->grh.hop_limit = 64;
+	}
 }
 
 void swvt_pair_to_rts(struct ibv_qp *qp, uint8_t timeout)

@@ -24,6 +24,9 @@ void swvt_pair_to_init(struct ibv_qp *qp);
 /* INIT -> RTR towards dest_qpn on this context: path MTU 1024, RQ PSN 0, 4 incoming
  * READs/atomics, RNR timer 1. */
 void swvt_pair_to_rtr(struct ibv_qp *qp, uint32_t dest_qpn);
+/* The address vector of port 1 of ctx itself (LID; GRH with GID 0 on an Ethernet
+ * port): how a QP reaches another QP of this host. */
+void swvt_local_ah_attr(struct ibv_context *ctx, struct ibv_ah_attr *ah);
 /* RTR -> RTS: SQ PSN 0, retry and RNR retry 7, 4 outgoing READs/atomics; timeout 0
  * means no ACK timer, so WRs to a silent peer stay outstanding. */
 void swvt_pair_to_rts(struct ibv_qp *qp, uint8_t timeout);

@@ -71,10 +71,6 @@ static void to_init(struct ibv_qp *qp)
  * may round it up), one retry. */
 static void to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 {
-	struct ibv_port_attr port;
-	union ibv_gid gid;
-	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid));
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
 				.path_mtu = IBV_MTU_1024,
 				.dest_qp_num = dest_qpn,
@@ -82,13 +78,7 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 				.min_rnr_timer = 1};
 	int mask = IBV_QP_STATE;
 	if (qp->qp_type != IBV_QPT_UD) {
-		a.ah_attr.port_num = 1;
-		a.ah_attr.dlid = port.lid;
-		if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-			a.ah_attr.is_global = 1;
-			a.ah_attr.grh.dgid = gid;
-			a.ah_attr.grh.hop_limit = 64;
-		}
+		swvt_local_ah_attr(ctx, &a.ah_attr);
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 	}
 	if (qp->qp_type == IBV_QPT_RC)

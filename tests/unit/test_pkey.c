@@ -151,10 +151,6 @@ static struct ibv_qp *mk_qp(enum ibv_qp_type type, uint16_t pkey_index)
 /* INIT -> RTR (-> RTS) connected to the peer socket; PSNs start at 0. */
 static void connect_qp(struct ibv_qp *qp, enum ibv_qp_type type, bool rts)
 {
-	struct ibv_port_attr port;
-	union ibv_gid gid;
-	CHECK_OK(ibv_query_port(ctx, 1, &port));
-	CHECK_OK(ibv_query_gid(ctx, 1, 0, &gid));
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
 				.path_mtu = IBV_MTU_1024,
 				.dest_qp_num = peer_qpn(),
@@ -162,13 +158,7 @@ static void connect_qp(struct ibv_qp *qp, enum ibv_qp_type type, bool rts)
 				.min_rnr_timer = 1};
 	int mask = IBV_QP_STATE;
 	if (type != IBV_QPT_UD) {
-		a.ah_attr.port_num = 1;
-		a.ah_attr.dlid = port.lid;
-		if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-			a.ah_attr.is_global = 1;
-			a.ah_attr.grh.dgid = gid;
-			a.ah_attr.grh.hop_limit = 64;
-		}
+		swvt_local_ah_attr(ctx, &a.ah_attr);
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 	}
 	if (type == IBV_QPT_RC)
