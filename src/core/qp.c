@@ -210,16 +210,20 @@ int swv_qp_destroy(struct swv_qp *qp)
 			(unsigned long long)qp->req.fc.n_probes,
 			(unsigned long long)qp->resp.fc.n_credits);
 	if (qp->type == IBV_QPT_RC)
-		swv_log(SWV_LOG_DEBUG,
-			"qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
-			"ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
-			"responses; responder: %llu sequence NAKs sent",
-			qp->qpn, (unsigned long long)qp->req.n_pkts,
-			(unsigned long long)qp->req.n_probes,
-			(unsigned long long)qp->req.n_retries, (unsigned long long)qp->req.n_timeouts,
-			(unsigned long long)qp->req.n_seq_naks, (unsigned long long)qp->req.n_rnr_naks,
-			(unsigned long long)qp->req.n_dup_resp,
-			(unsigned long long)qp->resp.stats.seq_naks);
+		swv_log(
+		    SWV_LOG_DEBUG,
+		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
+		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
+		    "responses; responder: %llu sequence NAKs sent, %llu packets kept past a gap "
+		    "(%llu copies, %llu too far ahead)",
+		    qp->qpn, (unsigned long long)qp->req.n_pkts,
+		    (unsigned long long)qp->req.n_probes, (unsigned long long)qp->req.n_retries,
+		    (unsigned long long)qp->req.n_timeouts, (unsigned long long)qp->req.n_seq_naks,
+		    (unsigned long long)qp->req.n_rnr_naks, (unsigned long long)qp->req.n_dup_resp,
+		    (unsigned long long)qp->resp.stats.seq_naks,
+		    (unsigned long long)qp->resp.stats.rob_kept,
+		    (unsigned long long)qp->resp.stats.rob_dups,
+		    (unsigned long long)qp->resp.stats.rob_full);
 	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
 		swv_log(SWV_LOG_DEBUG,
 			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "
@@ -246,6 +250,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
 	free(qp->srq_rwqe);
+	swv_resp_release(qp);
 
 	pthread_cond_destroy(&qp->qpx.qp_base.cond);
 	pthread_mutex_destroy(&qp->qpx.qp_base.mutex);

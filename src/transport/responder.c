@@ -12,6 +12,7 @@
 #include "transport/responder.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/completion.h"
@@ -616,30 +617,206 @@ static void rc_duplicate(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t 
 		swv_resp_atomic_dup(qp, pkt);
 }
 
+/* ---------------------------------------------------------------- RC reorder buffer */
+
+struct swv_rob_ent {
+	struct swv_pkt pkt; /* as parsed; payload points at data */
+	uint32_t cls;
+	uint8_t data[];
+};
+
+static void rob_free(struct swv_resp_state *s)
+{
+	if (!s->rob)
+		return;
+	for (unsigned i = 0; i < SWV_ROB_SLOTS; i++)
+		free(s->rob->slot[i]);
+	free(s->rob);
+	s->rob = NULL;
+}
+
+enum rob_keep { ROB_DROP, ROB_KEPT, ROB_DUP };
+
+/* Keep a copy of an out-of-order SEND/WRITE packet (psn past epsn). */
+static enum rob_keep rob_keep(struct swv_resp_state *s, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_rob_ent **sl, *e;
+
+	if (swv_psn_diff(pkt->psn, s->epsn) >= (int32_t)SWV_ROB_SLOTS) {
+		s->stats.rob_full++;
+		return ROB_DROP;
+	}
+	if (!s->rob) {
+		s->rob = calloc(1, sizeof(*s->rob));
+		if (!s->rob)
+			return ROB_DROP;
+	}
+	sl = &s->rob->slot[pkt->psn & (SWV_ROB_SLOTS - 1)];
+	if (*sl) {
+		if ((*sl)->pkt.psn == pkt->psn) {
+			s->stats.rob_dups++;
+			return ROB_DUP;
+		}
+		/* a PSN of the range has a slot of its own: this one is behind epsn */
+		free(*sl);
+		*sl = NULL;
+		s->rob->count--;
+	}
+	e = malloc(sizeof(*e) + pkt->paylen);
+	if (!e)
+		return ROB_DROP;
+	e->pkt = *pkt;
+	e->cls = cls;
+	if (pkt->paylen)
+		memcpy(e->data, pkt->payload, pkt->paylen);
+	e->pkt.payload = pkt->paylen ? e->data : NULL;
+	*sl = e;
+	if (!s->rob->count++ || swv_psn_cmp(pkt->psn, s->rob->hi_psn) > 0)
+		s->rob->hi_psn = pkt->psn;
+	s->stats.rob_kept++;
+	return ROB_KEPT;
+}
+
+/* Free entries no longer ahead of epsn (a READ moved epsn past its response PSNs,
+ * which no SEND/WRITE may use); the buffer itself once empty. */
+static void rob_sweep(struct swv_resp_state *s)
+{
+	for (unsigned i = 0; s->rob && s->rob->count && i < SWV_ROB_SLOTS; i++) {
+		struct swv_rob_ent *e = s->rob->slot[i];
+
+		if (e && swv_psn_cmp(e->pkt.psn, s->epsn) < 0) {
+			free(e);
+			s->rob->slot[i] = NULL;
+			s->rob->count--;
+		}
+	}
+	if (s->rob && !s->rob->count)
+		rob_free(s);
+}
+
+/* The lowest PSN kept (past epsn): after a drain it is the one that exposes the new
+ * gap. */
+static uint32_t rob_lowest(const struct swv_resp_state *s)
+{
+	for (uint32_t i = 1; i < SWV_ROB_SLOTS; i++) {
+		uint32_t psn = swv_psn_add(s->epsn, i);
+		const struct swv_rob_ent *e = s->rob->slot[psn & (SWV_ROB_SLOTS - 1)];
+
+		if (e && e->pkt.psn == psn)
+			return psn;
+	}
+	return s->rob->hi_psn;
+}
+
+/* Execute the packet at epsn (an arrival or a kept one): every check and the
+ * execution are the same for both. False when it was refused (rc_error answered). */
+static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
+{
+	struct swv_resp_state *s = &qp->resp;
+	enum swv_resp_err err;
+
+	s->nak_sent = false;
+	s->seq_nak = false;
+	err = resp_execute(qp, pkt, cls, true);
+	if (err != SWV_RESP_OK) {
+		rc_error(qp, pkt, cls, err);
+		return false;
+	}
+	s->stats.executed++;
+	s->last_opcode = pkt->opcode;
+	if (!(cls & SWV_RQ_READ)) /* a READ moved epsn past its response PSNs */
+		s->epsn = swv_psn_add(pkt->psn, 1);
+	else if (s->rob)
+		rob_sweep(s);
+	return true;
+}
+
+/* Run the kept packets that follow epsn, in PSN order. Returns how many executed, or
+ * -1 when one was refused (rc_error answered it; what follows stays kept, as it would
+ * have been dropped, until the requester resends). */
+static int rob_drain(struct swv_qp *qp)
+{
+	struct swv_resp_state *s = &qp->resp;
+	int n = 0;
+
+	while (s->rob && s->rob->count) {
+		struct swv_rob_ent **sl = &s->rob->slot[s->epsn & (SWV_ROB_SLOTS - 1)];
+		struct swv_rob_ent *e = *sl;
+
+		if (!e)
+			break;
+		*sl = NULL;
+		s->rob->count--;
+		if (e->pkt.psn != s->epsn) { /* behind epsn (see rob_keep) */
+			free(e);
+			continue;
+		}
+		bool ok = rc_exec(qp, &e->pkt, e->cls);
+		free(e);
+		if (!ok)
+			return -1;
+		s->stats.rob_drained++;
+		n++;
+	}
+	if (s->rob && !s->rob->count)
+		rob_free(s);
+	return n;
+}
+
+/* The plain ACK for psn: coalesced within a received batch (ack_defer) to one, for
+ * its latest PSN. */
+static void rc_ack(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_resp_state *s = &qp->resp;
+
+	if (s->ack_defer) {
+		s->acks_coalesced += s->ack_pending;
+		s->ack_pending = true;
+		s->ack_psn = psn;
+	} else {
+		resp_ack(qp, SWV_AETH_ACK, psn);
+	}
+}
+
+static void rc_seq_nak(struct swv_qp *qp, bool again)
+{
+	struct swv_resp_state *s = &qp->resp;
+
+	swv_log(SWV_LOG_DEBUG, "responder: qp %#x expected psn %#x: NAK%s\n", qp->qpn, s->epsn,
+		again ? " (again)" : "");
+	s->nak_sent = true;
+	s->seq_nak = true;
+	s->stats.seq_naks++;
+	resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+}
+
 static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
 	struct swv_resp_state *s = &qp->resp;
 	int32_t d = swv_psn_cmp(pkt->psn, s->epsn);
-	enum swv_resp_err err;
+	bool ack;
 
 	if (d > 0) {
-		/* One sequence NAK per gap; the requester goes back to epsn. Once more
-		 * when a PSN at or below the one that exposed the gap arrives again: the
-		 * requester went back and resent, and epsn was lost again (or the NAK
-		 * was) -- without it that second loss waits for a probe or the ACK
-		 * timeout. Reordering and duplicates of the original burst come above
-		 * it, or (a copy of that very packet) at once, where the requester takes
-		 * the second NAK for a copy of the first. */
-		bool again = s->seq_nak && swv_psn_cmp(pkt->psn, s->nak_first_psn) <= 0;
+		/* A SEND/WRITE packet is kept for when the gap fills, unless an RNR NAK
+		 * is being waited out (the requester resends everything from epsn then).
+		 * One sequence NAK per gap; once more when a packet not kept now (a copy
+		 * of a kept one, or a READ/atomic) arrives at or below the one that
+		 * exposed the gap: the requester went back and resent, and epsn was lost
+		 * again (or the NAK was) -- without it that second loss waits for a probe
+		 * or the ACK timeout. Reordering and duplicates of the original burst come
+		 * above it or are kept now (never seen before), or (a copy of that very
+		 * packet) come at once, where the requester takes the second NAK for a
+		 * copy of the first. */
+		enum rob_keep k = ROB_DROP;
+
+		if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && (!s->nak_sent || s->seq_nak))
+			k = rob_keep(s, pkt, cls);
+		bool again =
+		    s->seq_nak && k != ROB_KEPT && swv_psn_cmp(pkt->psn, s->nak_first_psn) <= 0;
 		if (!s->nak_sent || again) {
-			swv_log(SWV_LOG_DEBUG, "responder: qp %#x psn %#x, expected %#x: NAK%s\n",
-				qp->qpn, pkt->psn, s->epsn, again ? " (again)" : "");
-			s->nak_sent = true;
-			s->seq_nak = true;
-			s->stats.seq_naks++;
-			resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+			rc_seq_nak(qp, again);
 			s->nak_first_psn = pkt->psn;
-		} else {
+		} else if (k == ROB_DROP) {
 			s->stats.dropped++;
 		}
 		return;
@@ -648,28 +825,27 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		rc_duplicate(qp, pkt, cls);
 		return;
 	}
-	s->nak_sent = false;
-	s->seq_nak = false;
-	err = resp_execute(qp, pkt, cls, true);
-	if (err != SWV_RESP_OK) {
-		rc_error(qp, pkt, cls, err);
+	if (!rc_exec(qp, pkt, cls))
 		return;
-	}
-	s->stats.executed++;
-	s->last_opcode = pkt->opcode;
-	if (!(cls & SWV_RQ_READ)) /* a READ moved epsn past its response PSNs */
-		s->epsn = swv_psn_add(pkt->psn, 1);
-	/* coalesced ACKs: only where the requester asked (READ/atomic answered already),
-	 * and within a received batch only once, for its latest PSN (ack_defer) */
-	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq) {
-		if (s->ack_defer) {
-			s->acks_coalesced += s->ack_pending;
-			s->ack_pending = true;
-			s->ack_psn = pkt->psn;
-		} else {
-			resp_ack(qp, SWV_AETH_ACK, pkt->psn);
+	/* ACK where the requester asked (READ/atomic answered already) */
+	ack = (cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq;
+	if (s->rob) {
+		int n = rob_drain(qp);
+
+		if (n < 0)
+			return;
+		/* what was kept executed: the requester learns it from this ACK */
+		ack = ack || n > 0;
+		if (s->rob) {
+			/* kept packets wait behind a new gap: NAK it, which acknowledges
+			 * everything before it as an ACK would */
+			rc_seq_nak(qp, false);
+			s->nak_first_psn = rob_lowest(s);
+			return;
 		}
 	}
+	if (ack)
+		rc_ack(qp, swv_psn_add(s->epsn, SWV_PSN_MASK));
 }
 
 /* ---------------------------------------------------------------- UC */
@@ -912,8 +1088,14 @@ void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 	swv_resp_rx_from(qp, pkt, NULL);
 }
 
+void swv_resp_release(struct swv_qp *qp)
+{
+	rob_free(&qp->resp);
+}
+
 void swv_resp_reset(struct swv_qp *qp)
 {
+	rob_free(&qp->resp);
 	memset(&qp->resp, 0, sizeof(qp->resp));
 	/* RESET: a WQE taken from an SRQ and not completed is dropped (rxe too) */
 	qp->srq_rwqe_valid = false;

@@ -50,6 +50,24 @@ struct swv_resp_stats {
 	 * where a peer guessing R_Keys shows */
 	uint64_t remote_refused;
 	uint64_t remote_faults; /* of those, the accesses that faulted (core/memsafe.h) */
+	uint64_t rob_kept;	/* RC: out-of-order SEND/WRITE packets kept for later */
+	uint64_t rob_dups;	/* ... copies of a packet already kept (dropped) */
+	uint64_t rob_full;	/* ... too far ahead of epsn to keep (dropped) */
+	uint64_t rob_drained;	/* kept packets executed once the gap before them filled */
+};
+
+/* RC reorder buffer (docs/responder.md, "Reorder buffer"): SEND/WRITE request packets
+ * with PSN in (epsn, epsn + SWV_ROB_SLOTS) are kept, each in one allocation (parsed
+ * header + payload copy), in the slot psn % SWV_ROB_SLOTS -- a PSN of that range has a
+ * slot of its own. Allocated at the first gap, freed when drained, at RESET and at
+ * destroy, so a QP without a gap costs one NULL pointer. SWV_ROB_SLOTS covers the
+ * requester's largest window (SWV_MAX_UNACKED_PSNS). */
+#define SWV_ROB_SLOTS 512u
+struct swv_rob_ent; /* responder.c */
+struct swv_rob {
+	uint32_t count;	 /* slots in use */
+	uint32_t hi_psn; /* highest PSN kept since the buffer was allocated */
+	struct swv_rob_ent *slot[SWV_ROB_SLOTS];
 };
 
 struct swv_resp_state {
@@ -74,6 +92,7 @@ struct swv_resp_state {
 	struct swv_resp_res res[SWV_MAX_RD_ATOMIC];
 	uint32_t res_next;
 	struct swv_resp_stats stats;
+	struct swv_rob *rob; /* RC reorder buffer, NULL while there is no gap */
 	struct swv_fc_rx fc; /* UC: credit granted to the peer (transport/flowctl.h) */
 	/* ACK coalescing (RC): while ack_defer is set (the progress thread is handing
 	 * over a batch of received packets), the plain ACK an AckReq asks for is only
@@ -94,6 +113,8 @@ void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct
 void swv_resp_flush_ack(struct swv_qp *qp);
 /* Reset responder state (RESET, INIT->RTR with a new rq_psn: epsn = attr.rq_psn). */
 void swv_resp_reset(struct swv_qp *qp);
+/* Free what the responder allocated (the reorder buffer); QP destroy. */
+void swv_resp_release(struct swv_qp *qp);
 /* QP entering ERR with an SRQ: complete the WQE it took from the SRQ and still holds
  * (a message in progress) with IBV_WC_WR_FLUSH_ERR on this QP. Returns 0 or ENOSPC
  * (receive CQ overflow). The SRQ's other WQEs are not touched. */

@@ -214,6 +214,8 @@ static uint8_t *fmem; /* 4 KiB, region 2: all rights, but its pages "fault" */
 
 static void setup(enum ibv_qp_type type)
 {
+	if (qp)
+		swv_resp_release(qp);
 	free(qp ? qp->rq.buf : NULL);
 	free(qp);
 	qp = calloc(1, sizeof(*qp));
@@ -458,10 +460,11 @@ static void test_send(void)
 static void test_gap_and_rnr(void)
 {
 	setup(IBV_QPT_RC);
-	/* gap: one NAK 0x60 with epsn, then silence until epsn arrives */
+	/* gap: one NAK 0x60 with epsn, then silence until epsn arrives (READs past a
+	 * gap are dropped; SEND/WRITE packets are kept, test_rob_*) */
 	post_recv(1, (uintptr_t)mem, 100, LKEY);
-	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10);
-	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
+	rx_reth(SWV_OP_READ_REQUEST, 102, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 103, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
 	CHECK_EQ(nsent, 1);
 	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
 	CHECK_EQ(ncomps, 0);
@@ -469,7 +472,7 @@ static void test_gap_and_rnr(void)
 	CHECK_EQ(ncomps, 1);
 	check_ack(1, SWV_AETH_ACK, 100, 1);
 	/* a new gap gets a new NAK */
-	rx(SWV_OP_SEND_ONLY, 105, true, pattern, 10);
+	rx_reth(SWV_OP_READ_REQUEST, 105, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
 	check_ack(2, SWV_AETH_NAK_PSN, 101, 1);
 
 	/* RNR: no receive WQE; epsn stays; later PSNs dropped silently */
@@ -1094,6 +1097,203 @@ static void test_nak_again_only_after_resend(void)
 	CHECK_EQ(nsent, 2);
 }
 
+/* ------------------------------------------------------------------ reorder buffer */
+
+static unsigned rob_count(void)
+{
+	return qp->resp.rob ? qp->resp.rob->count : 0;
+}
+
+/* SEND/WRITE packets past a gap are kept and run in PSN order once it fills, through
+ * the same checks and execution: completions in PSN order, the WRITE counted once
+ * after its last byte, one ACK for the new epsn - 1, the buffer freed. */
+static void test_rob_drain(void)
+{
+	setup(IBV_QPT_RC);
+	post_recv(1, (uintptr_t)mem, 100, LKEY);
+	post_recv(2, (uintptr_t)mem + 100, 100, LKEY);
+	post_recv(3, (uintptr_t)mem + 200, 100, LKEY);
+	uint64_t va = (uintptr_t)mem + 4096;
+	/* 100 lost; 101 SEND, 102..104 a 600-byte WRITE, 105 SEND arrive, LAST first */
+	rx(SWV_OP_SEND_ONLY, 101, false, pattern + 10, 10);
+	rx(SWV_OP_WRITE_LAST, 104, true, pattern + 512, 88);
+	rx_reth(SWV_OP_WRITE_FIRST, 102, false, va, MEM_RKEY, 600, pattern, 256, 0);
+	rx(SWV_OP_WRITE_MIDDLE, 103, false, pattern + 256, 256);
+	rx(SWV_OP_SEND_ONLY, 105, true, pattern + 20, 10);
+	CHECK_EQ(nsent, 1); /* one NAK for the gap, kept packets are silent */
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	CHECK_EQ(ncomps, 0);
+	CHECK_EQ(rob_count(), 5);
+	CHECK_EQ(qp->resp.stats.rob_kept, 5);
+	CHECK_EQ(qp->resp.epsn, 100);
+	/* the resend of 100 (AckReq, as the requester sends it) */
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(qp->resp.epsn, 106);
+	CHECK_EQ(ncomps, 4);
+	CHECK_EQ(comps[0].wc.wr_id, 1);
+	CHECK_EQ(comps[1].wc.wr_id, 2);
+	CHECK_EQ(comps[2].slot, SWV_CNTR_REMOTE_RDMA_WRITE);
+	CHECK_EQ(comps[2].bytes, 600);
+	CHECK_EQ(comps[3].wc.wr_id, 3);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK(memcmp(mem, pattern, 10) == 0);
+	CHECK(memcmp(mem + 100, pattern + 10, 10) == 0);
+	CHECK(memcmp(mem + 200, pattern + 20, 10) == 0);
+	CHECK(memcmp(mem + 4096, pattern, 600) == 0);
+	CHECK_EQ(nsent, 2); /* one ACK for everything that ran */
+	check_ack(1, SWV_AETH_ACK, 105, 4);
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp.stats.rob_drained, 5);
+	/* what was kept and ran is a duplicate now */
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
+	check_ack(2, SWV_AETH_ACK, 105, 4);
+	CHECK_EQ(ncomps, 4);
+
+	/* without AckReq on the packet that fills the gap, the drain still ACKs */
+	rx(SWV_OP_SEND_ONLY, 107, false, pattern, 0);
+	check_ack(3, SWV_AETH_NAK_PSN, 106, 4);
+	post_recv(4, (uintptr_t)mem, 100, LKEY);
+	post_recv(5, (uintptr_t)mem, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 106, false, pattern, 0);
+	CHECK_EQ(ncomps, 6);
+	check_ack(4, SWV_AETH_ACK, 107, 6);
+	CHECK_EQ(to_error_calls, 0);
+}
+
+/* Two gaps: the drain stops at the second and NAKs it (the NAK acknowledges what ran);
+ * a copy of a kept packet is dropped; a copy at or below the PSN that exposed the gap
+ * makes the responder NAK again (the requester went back), one above it does not. */
+static void test_rob_second_gap_and_dup(void)
+{
+	setup(IBV_QPT_RC);
+	for (int i = 0; i < 6; i++)
+		post_recv(10 + i, (uintptr_t)mem + 100 * i, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 1, 10);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 3, 10);
+	rx(SWV_OP_SEND_ONLY, 104, true, pattern + 4, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 3, 10); /* a copy, above 101: a duplicate */
+	CHECK_EQ(qp->resp.stats.rob_dups, 1);
+	CHECK_EQ(rob_count(), 3);
+	CHECK_EQ(nsent, 1);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 1, 10); /* a copy of 101: a resend */
+	CHECK_EQ(qp->resp.stats.rob_dups, 2);
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_NAK_PSN, 100, 0); /* again */
+	CHECK_EQ(ncomps, 0);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(nsent, 3);
+	check_ack(2, SWV_AETH_NAK_PSN, 102, 2); /* the new gap, nothing else */
+	CHECK_EQ(rob_count(), 2);
+	rx(SWV_OP_SEND_ONLY, 102, true, pattern + 2, 10);
+	CHECK_EQ(ncomps, 5);
+	for (int i = 0; i < 5; i++) {
+		CHECK_EQ(comps[i].wc.wr_id, 10u + i);
+		CHECK(memcmp(mem + 100 * i, pattern + i, 10) == 0);
+	}
+	check_ack(3, SWV_AETH_ACK, 104, 5);
+	CHECK_EQ(nsent, 4);
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp.stats.executed, 5);
+}
+
+/* Only PSNs up to epsn + SWV_ROB_SLOTS - 1 are kept; further ones are dropped. A READ
+ * past a gap is not kept (today's handling); one in order before kept packets runs
+ * and the drain continues behind its response PSNs. A kept packet refused when it runs
+ * gets the same NAK as in order. RESET frees the buffer (ASan: no leak). */
+static void test_rob_limits(void)
+{
+	setup(IBV_QPT_RC);
+	rx_reth(SWV_OP_WRITE_ONLY, 100 + SWV_ROB_SLOTS, true, (uintptr_t)mem, MEM_RKEY, 4, pattern,
+		4, 0);
+	CHECK_EQ(qp->resp.stats.rob_full, 1);
+	CHECK(qp->resp.rob == NULL);
+	rx_reth(SWV_OP_WRITE_ONLY, 100 + SWV_ROB_SLOTS - 1, true, (uintptr_t)mem, MEM_RKEY, 4,
+		pattern, 4, 0);
+	CHECK_EQ(rob_count(), 1);
+	/* a READ is not kept; below a PSN seen since the NAK, it is taken for a resend
+	 * (the gap's NAK again) */
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
+	CHECK_EQ(rob_count(), 1);
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
+	swv_resp_reset(qp);
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp.epsn, 100);
+
+	/* READ 100 (3 response PSNs 100..102) in order, WRITE 103 kept */
+	memcpy(mem + 8192, pattern, 600);
+	rx_reth(SWV_OP_WRITE_ONLY, 103, true, (uintptr_t)mem, MEM_RKEY, 4, pattern, 4, 0);
+	CHECK_EQ(rob_count(), 1);
+	nsent = 0;
+	rx_reth(SWV_OP_READ_REQUEST, 100, true, (uintptr_t)mem + 8192, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(qp->resp.epsn, 104);
+	CHECK_EQ(nsent, 4); /* three responses, then the ACK for the WRITE that ran */
+	check_ack(3, SWV_AETH_ACK, 103, 2);
+	CHECK(qp->resp.rob == NULL);
+
+	/* a kept WRITE with a bad R_Key: refused when it runs, as in order */
+	rx_reth(SWV_OP_WRITE_ONLY, 105, true, (uintptr_t)mem, 0xbad, 4, pattern, 4, 0);
+	nsent = ncomps = 0;
+	rx_reth(SWV_OP_WRITE_ONLY, 104, true, (uintptr_t)mem, MEM_RKEY, 4, pattern, 4, 0);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK(comps[1].wc.status != IBV_WC_SUCCESS);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_ACCESS, 105, 3);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	swv_resp_reset(qp);
+	CHECK(qp->resp.rob == NULL);
+
+	/* RESET with packets kept frees them */
+	qp->state = IBV_QPS_RTS;
+	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
+	CHECK_EQ(rob_count(), 2);
+	swv_resp_reset(qp);
+	CHECK(qp->resp.rob == NULL);
+}
+
+/* PSN wrap: a gap at 0xffffff with packets kept at 0 and 1. */
+static void test_rob_psn_wrap(void)
+{
+	setup(IBV_QPT_RC);
+	qp->attr.rq_psn = 0xfffffe;
+	swv_resp_reset(qp);
+	for (int i = 0; i < 4; i++)
+		post_recv(20 + i, (uintptr_t)mem + 100 * i, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 0, false, pattern + 2, 10);
+	rx(SWV_OP_SEND_ONLY, 1, true, pattern + 3, 10);
+	check_ack(0, SWV_AETH_NAK_PSN, 0xfffffe, 0);
+	CHECK_EQ(rob_count(), 2);
+	rx(SWV_OP_SEND_ONLY, 0xfffffe, true, pattern, 10);
+	check_ack(1, SWV_AETH_NAK_PSN, 0xffffff, 1);
+	rx(SWV_OP_SEND_ONLY, 0xffffff, false, pattern + 1, 10);
+	check_ack(2, SWV_AETH_ACK, 1, 4);
+	CHECK_EQ(ncomps, 4);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(comps[i].wc.wr_id, 20u + i);
+		CHECK(memcmp(mem + 100 * i, pattern + i, 10) == 0);
+	}
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp.epsn, 2);
+}
+
+/* While an RNR NAK is waited out nothing is kept: the requester resends from epsn. */
+static void test_rob_rnr(void)
+{
+	setup(IBV_QPT_RC);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10); /* no receive WQE */
+	check_ack(0, SWV_AETH_RNR | 12, 100, 0);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
+	CHECK_EQ(nsent, 1);
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp.stats.dropped, 1);
+}
+
 int main(void)
 {
 	for (unsigned i = 0; i < sizeof(pattern); i++)
@@ -1110,6 +1310,11 @@ int main(void)
 	test_read_errors();
 	test_atomic();
 	test_psn_wrap();
+	test_rob_drain();
+	test_rob_second_gap_and_dup();
+	test_rob_limits();
+	test_rob_psn_wrap();
+	test_rob_rnr();
 	test_uc();
 	test_refusal_stats();
 	test_ud();
