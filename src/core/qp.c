@@ -214,12 +214,15 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    SWV_LOG_DEBUG,
 		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
 		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
-		    "responses; responder: %llu sequence NAKs sent, %llu packets kept past a gap "
-		    "(%llu copies, %llu too far ahead)",
+		    "responses, %llu selective resends (%llu fell back to go-back-N); responder: "
+		    "%llu sequence NAKs sent, %llu packets kept past a gap (%llu copies, %llu too "
+		    "far ahead)",
 		    qp->qpn, (unsigned long long)qp->req.n_pkts,
 		    (unsigned long long)qp->req.n_probes, (unsigned long long)qp->req.n_retries,
 		    (unsigned long long)qp->req.n_timeouts, (unsigned long long)qp->req.n_seq_naks,
 		    (unsigned long long)qp->req.n_rnr_naks, (unsigned long long)qp->req.n_dup_resp,
+		    (unsigned long long)qp->req.n_sel_resends,
+		    (unsigned long long)qp->req.n_sr_fallbacks,
 		    (unsigned long long)qp->resp.stats.seq_naks,
 		    (unsigned long long)qp->resp.stats.rob_kept,
 		    (unsigned long long)qp->resp.stats.rob_dups,

@@ -65,6 +65,7 @@ static void rewind_cursor(struct swv_qp *qp)
 	r->cur_pkt = 0;
 	r->rd_atomic_outstanding = 0;
 	r->pkts_since_ackreq = 0;
+	r->sr_pending = r->sr_active = false; /* the go-back-N resends that packet too */
 	struct swv_send_wqe *w = head_wqe(qp);
 	if (w && !is_rd_atomic(w->opcode)) {
 		uint32_t acked = (r->una_psn - w->first_psn) & SWV_PSN_MASK;
@@ -86,7 +87,7 @@ static void arm_probe(struct swv_qp *qp)
  * retry_cnt, which is a count for every value 0-7 (only rnr_retry 7 means infinite,
  * docs/responder.md "Retry rules"). False when retries are exhausted (the head WQE
  * completed with RETRY_EXC_ERR and the QP is in ERR). */
-static bool retry(struct swv_qp *qp, const char *why)
+static bool retry_charge(struct swv_qp *qp, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	r->n_retries++;
@@ -97,14 +98,63 @@ static bool retry(struct swv_qp *qp, const char *why)
 		return false;
 	}
 	r->retry_left--;
-	uint32_t floor = SWV_MIN(SWV_CWND_MIN, r->window);
-	r->cwnd = r->cwnd / 2 > floor ? r->cwnd / 2 : floor;
-	rewind_cursor(qp);
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
 	r->rtt_at = 0; /* Karn: an ACK after a resend times no one transmission */
 	arm_probe(qp); /* in case this resend is lost too */
 	return true;
+}
+
+static void cwnd_halve(struct swv_req_state *r)
+{
+	uint32_t floor = SWV_MIN(SWV_CWND_MIN, r->window);
+	r->cwnd = r->cwnd / 2 > floor ? r->cwnd / 2 : floor;
+}
+
+static bool retry(struct swv_qp *qp, const char *why)
+{
+	if (!retry_charge(qp, why))
+		return false;
+	cwnd_halve(&qp->req);
+	rewind_cursor(qp);
+	return true;
+}
+
+/* Selective repeat for a sequence NAK at psn inside the head SEND/WRITE: the same retry
+ * as a go-back-N costs, but only psn is resent (swv_req_run) and the cursor goes on.
+ * The window stays: one resent packet adds no load to the path, and every reordered
+ * packet makes the responder NAK, so halving here would shrink the window under mere
+ * reordering. */
+static void retry_selective(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+	if (!retry_charge(qp, "sequence NAK, selective"))
+		return;
+	r->sr_pending = true;
+	r->sr_active = true;
+	r->sr_psn = psn;
+	r->sr_hi = r->sent_psn;
+}
+
+/* An ACK while a selective resend is outstanding. The responder executes in order, so
+ * an ACK for exactly the resent PSN while PSNs sent before the resend (which reached
+ * the responder first) stay unacknowledged says it did not keep them: it has no
+ * reorder buffer (as Linux rxe), or they were all lost too. Go back N from there,
+ * without another retry -- the NAK paid for this recovery. An ACK past the resent PSN
+ * shows that what followed it was kept (or that the NAKed packet had only been
+ * reordered): nothing more to learn. */
+static void selective_answer(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+	if (r->sr_pending || swv_psn_cmp(psn, r->sr_psn) < 0)
+		return;
+	r->sr_active = false;
+	if (psn != r->sr_psn || swv_psn_cmp(r->una_psn, r->sr_hi) >= 0 || !head_wqe(qp))
+		return;
+	r->n_sr_fallbacks++;
+	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N",
+		qp->qpn, psn, r->sr_hi);
+	rewind_cursor(qp);
 }
 
 /* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
@@ -354,6 +404,12 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				implied_nak(qp, psn, "lost response (sequence NAK)");
 				return;
 			}
+			struct swv_send_wqe *w = head_wqe(qp);
+			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
+			    swv_psn_cmp(psn, w->last_psn) <= 0) {
+				retry_selective(qp, psn);
+				return;
+			}
 			retry(qp, "sequence NAK");
 			return;
 		}
@@ -507,6 +563,8 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 		if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
 			r->seq_nak_valid = false;
 	}
+	if (r->sr_active && pkt->opcode == SWV_OP_ACK && (pkt->aeth_syndrome & 0x60) == 0)
+		selective_answer(qp, pkt->psn);
 	swv_req_run(qp);
 	swv_req_update_timer(qp);
 }
@@ -525,9 +583,19 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 		if (head_wqe(qp) && !r->rnr_until) {
 			/* tail-loss probe: resend from the oldest unacknowledged PSN without
 			 * spending a retry; the ACK timeout, still running, bounds a dead peer */
+			struct swv_send_wqe *w = head_wqe(qp);
 			r->n_probes++;
 			r->rtt_at = 0;
-			rewind_cursor(qp);
+			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0) {
+				/* the head is a SEND/WRITE: resend its oldest unacknowledged
+				 * packet alone (AckReq); the answer tells what else is missing
+				 * -- an ACK for just that PSN sends the rest (selective_answer) */
+				r->sr_pending = r->sr_active = true;
+				r->sr_psn = r->una_psn;
+				r->sr_hi = r->sent_psn;
+			} else {
+				rewind_cursor(qp);
+			}
 			arm_probe(qp);
 		}
 	}

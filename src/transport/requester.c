@@ -70,14 +70,23 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 	const struct swv_req_state *r = &qp->req;
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint64_t max = tmo ? tmo / 4 : SWV_PROBE_MAX_NS;
-	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max;
-	if (p < SWV_PROBE_MIN_NS)
-		p = SWV_PROBE_MIN_NS;
+	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max, min = SWV_PROBE_MIN_NS;
+	if (qp->sq.head != r->started) {
+		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
+		if (!is_rd_atomic(w->opcode)) {
+			/* a SEND/WRITE at the head is probed by resending one packet
+			 * (completer.c): cheap enough to try after two round trips */
+			p /= 2;
+			min = SWV_PROBE_SEL_MIN_NS;
+		}
+	}
+	if (p < min)
+		p = min;
 	p <<= r->probe_backoff;
 	if (p > max)
 		p = max;
 	/* an ACK timeout this short retries sooner than a probe could help */
-	return p >= SWV_PROBE_MIN_NS ? p : 0;
+	return p >= min ? p : 0;
 }
 
 void swv_req_reset(struct swv_qp *qp)
@@ -238,9 +247,11 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	return off;
 }
 
-/* Build and transmit the packet at the cursor for w. Returns 0, EAGAIN (socket full:
- * retry later), or minus an ibv_wc_status when the WQE fails locally. */
-static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, bool *ackreq_out)
+/* Build and transmit packet k (PSN psn) of w, 'since' packets after the last AckReq.
+ * Returns 0, EAGAIN (socket full: retry later), or minus an ibv_wc_status when the WQE
+ * fails locally. */
+static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t k,
+		       uint32_t since, bool *ackreq_out)
 {
 	struct swv_req_state *r = &qp->req;
 	uint8_t hdr[SWV_MAX_HDR_LEN];
@@ -302,7 +313,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.ackreq = true;
 		break;
 	default: {
-		uint64_t off = data_pkt_fields(qp, w, r->cur_pkt, r->pkts_since_ackreq, &p);
+		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		paylen = p.paylen;
 		if (paylen) {
 			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
@@ -487,7 +498,7 @@ static void run_unreliable(struct swv_qp *qp)
 					continue;
 			}
 			bool ackreq = false;
-			int rc = send_packet(qp, w, psn, &ackreq);
+			int rc = send_packet(qp, w, psn, r->cur_pkt, r->pkts_since_ackreq, &ackreq);
 			if (rc == EAGAIN) {
 				r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
 				goto out;
@@ -527,6 +538,50 @@ void swv_req_post(struct swv_qp *qp)
 	swv_req_run(qp);
 }
 
+/* The cursor's PSN: the next packet a (re)transmission would send. */
+static uint32_t cursor_psn_now(const struct swv_qp *qp)
+{
+	const struct swv_req_state *r = &qp->req;
+	if (r->cur == qp->sq.tail)
+		return r->next_psn;
+	return cursor_psn(qp, swv_wq_slot(&qp->sq, r->cur));
+}
+
+/* Selective repeat: resend the one packet a sequence NAK asked for (sr_psn, in the
+ * head SEND/WRITE), with AckReq so that its answer comes at once. Nothing to do if it
+ * was acknowledged meanwhile or the cursor has not passed it (a go-back-N is resending
+ * it anyway). Returns 0, EAGAIN, or minus a status (the WQE failed locally). */
+static int resend_selective(struct swv_qp *qp, bool *sent)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *w = NULL;
+	bool ackreq = false;
+
+	if (qp->sq.head != r->started)
+		w = swv_wq_slot(&qp->sq, qp->sq.head);
+	r->sr_pending = false;
+	if (!w || is_rd_atomic(w->opcode) || w->state != SWV_WQE_STARTED ||
+	    swv_psn_cmp(r->sr_psn, r->una_psn) < 0 || swv_psn_cmp(r->sr_psn, w->last_psn) > 0 ||
+	    swv_psn_cmp(r->sr_psn, w->first_psn) < 0 ||
+	    swv_psn_cmp(cursor_psn_now(qp), r->sr_psn) <= 0) {
+		r->sr_active = false;
+		return 0;
+	}
+	int rc = send_packet(qp, w, r->sr_psn, (r->sr_psn - w->first_psn) & SWV_PSN_MASK,
+			     SWV_MAX_PKT_PER_ACK, &ackreq);
+	if (rc == EAGAIN) {
+		r->sr_pending = true;
+		return EAGAIN;
+	}
+	if (rc < 0) {
+		r->sr_active = false;
+		return rc;
+	}
+	r->n_sel_resends++;
+	*sent = true;
+	return 0;
+}
+
 void swv_req_run(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -544,6 +599,21 @@ void swv_req_run(struct swv_qp *qp)
 	if (r->rnr_until)
 		return; /* the RNR wait ends in swv_req_timer */
 	r->xmit_retry_at = 0;
+
+	if (r->sr_pending) {
+		int rc = resend_selective(qp, &sent);
+		if (rc == EAGAIN) {
+			r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+			goto out;
+		}
+		if (rc < 0) {
+			struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
+			w->state = SWV_WQE_ERROR;
+			w->status = (uint32_t)-rc;
+			fail_head(qp, -rc);
+			return;
+		}
+	}
 
 	while (r->cur != qp->sq.tail && qp->state != IBV_QPS_ERR) {
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, r->cur);
@@ -613,7 +683,7 @@ void swv_req_run(struct swv_qp *qp)
 				continue;
 		}
 		bool ackreq = false;
-		int rc = send_packet(qp, w, psn, &ackreq);
+		int rc = send_packet(qp, w, psn, r->cur_pkt, r->pkts_since_ackreq, &ackreq);
 		if (rc == EAGAIN) {
 			r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
 			break;
@@ -662,6 +732,7 @@ void swv_req_run(struct swv_qp *qp)
 			r->rtt_at = now;
 		}
 	}
+out:
 	if (qp->state != IBV_QPS_ERR) {
 		check_sq_drained(qp);
 		swv_req_update_timer(qp);

@@ -7,8 +7,9 @@
  * WQEs [head, started) have PSNs assigned (first_psn .. last_psn, assigned once, when a
  * WQE is first transmitted; a retransmission reuses them). The transmit cursor is
  * (cur, cur_pkt): every packet before it has been sent at least once since the last
- * rewind. A retry rewinds the cursor to head (go-back-N); packets of the head WQE that
- * were already acknowledged are skipped.
+ * rewind. A timeout, a lost READ/atomic response or a tail-loss probe rewinds the
+ * cursor to head (go-back-N; packets of the head WQE already acknowledged are skipped);
+ * a sequence NAK inside a SEND/WRITE resends only the NAKed packet (selective repeat).
  *
  * retry_cnt 0-7 is that many transport retries (7 included, as on hardware HCAs);
  * only rnr_retry = 7 means infinite, as the IB specification says (docs/responder.md,
@@ -44,6 +45,7 @@ enum swv_wqe_state {
 /* Tail-loss probe delay bounds (swv_req_probe_ns). */
 #define SWV_PROBE_MIN_NS     1000000ull
 #define SWV_PROBE_MAX_NS     64000000ull /* without an ACK timeout (timeout 0) */
+#define SWV_PROBE_SEL_MIN_NS 250000ull	 /* a one-packet probe (SEND/WRITE head) */
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
 
 struct swv_req_state {
@@ -90,10 +92,20 @@ struct swv_req_state {
 				* resend, a round trip later; sooner it is a copy */
 	bool seq_nak_valid;
 	uint32_t rnr_psn;      /* PSN of the RNR NAK being waited out (rnr_until) */
+	/* Selective repeat (completer.c): a sequence NAK for a PSN of a SEND/WRITE resends
+	 * that packet only, with AckReq, and the cursor goes on. The answer tells whether
+	 * the responder kept what followed (a reorder buffer): an ACK for just sr_psn while
+	 * later PSNs were sent before it says it did not, and the requester goes back N
+	 * from there. A tail-loss probe of a SEND/WRITE head resends una_psn the same way. */
+	bool sr_pending;	/* sr_psn still to be resent by swv_req_run */
+	bool sr_active;		/* resent; its answer not seen yet */
+	uint32_t sr_psn;	/* the PSN resent */
+	uint32_t sr_hi;		/* sent_psn at the NAK: PSNs below it left before the resend */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
+	uint64_t n_sel_resends, n_sr_fallbacks;
 };
 
 /* Transmit what the window allows. */
@@ -120,7 +132,9 @@ uint64_t swv_ack_timeout_ns(const struct swv_qp *qp);
  * most the ACK timeout / 4 (64 ms with no ACK timeout; also before a round trip was
  * measured); doubled for each probe or retry since the last progress. 0: no probe (an
  * ACK timeout under 4 ms retries sooner). Probes spend no retry, so they also run with
- * timeout 0, where a lost datagram would otherwise hang a live QP. */
+ * timeout 0, where a lost datagram would otherwise hang a live QP. With a SEND/WRITE at
+ * the head the probe is one packet (completer.c), so 2 x the round trip, at least
+ * SWV_PROBE_SEL_MIN_NS, is worth it. */
 uint64_t swv_req_probe_ns(const struct swv_qp *qp);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);

@@ -254,12 +254,14 @@ static void test_nak_progress_reloads(void)
 	CHECK_EQ(qp->req.retry_left, 2);
 	swv_req_timer(qp, qp->req.ack_deadline); /* nothing came back */
 	CHECK_EQ(qp->req.retry_left, 1);
+	int before = ntx;
 	respond(PSN0 + 5, 0x60); /* +3, +4 arrived (mid WQE 1), +5 lost */
 	CHECK_EQ(qp->req.una_psn, PSN0 + 5);
 	CHECK_EQ(qp->req.retry_left, 2); /* reloaded to 3, then this retry */
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	/* the go-back-N resumes at +5, not at the start of WQE 1 */
-	CHECK_EQ(tx_psn[ntx - (int)(3 * NWQE - 5)], PSN0 + 5);
+	/* the resend is +5 (alone: selective repeat), not the start of WQE 1 */
+	CHECK_EQ(ntx, before + 1);
+	CHECK_EQ(tx_psn[before], PSN0 + 5);
 }
 
 /* Timeouts with no response at all: retry_cnt retries, then RETRY_EXC_ERR -- for
@@ -467,14 +469,16 @@ static void test_no_ackreq_in_window(void)
 	qp->req.window = qp->req.cwnd = 128;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 128);
-	respond(PSN0 + 64, 0x60); /* +64 lost: +0..+63 arrived; retry, cwnd 128 -> 64 */
-	CHECK_EQ(qp->req.cwnd, 64u);
-	usleep(1500);           /* past the 1 ms hold-off of a QP without timer */
-	respond(PSN0 + 64, 0x60); /* the resent +64 was lost again: NAKed again */
-	CHECK_EQ(qp->req.cwnd, 32u);
-	int from = ntx - 32;
-	CHECK_EQ(tx_psn[from], PSN0 + 64);
-	/* the peer gets +64..+95 in order and executes them; it ACKs only on AckReq */
+	int at = ntx;
+	respond(PSN0 + 64, 0x60); /* +64 lost: +0..+63 arrived; +64 resent, then new ones */
+	CHECK_EQ(tx_psn[at], PSN0 + 64);
+	CHECK(tx_ackreq[at]);
+	qp->req.cwnd = 32; /* as go-back-N retries under loss leave it */
+	int from = ntx;
+	respond(PSN0 + 64, 0x1f); /* a peer that kept nothing after +64: go back N */
+	CHECK(ntx - from >= 32);
+	CHECK_EQ(tx_psn[from], PSN0 + 65);
+	/* the peer gets +65..+96 in order and executes them; it ACKs only on AckReq */
 	bool asked = false;
 	for (int i = from; i < ntx; i++)
 		asked |= tx_ackreq[i];
@@ -548,6 +552,129 @@ static void test_timeout0_tail_loss(void)
 	CHECK(qp->req.probe_at != 0);
 }
 
+/* Append a 3-packet WRITE (wr_id 100 + its index) to the send queue. */
+static void post_write(void)
+{
+	uint32_t i = qp->sq.tail;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+	memset(w, 0, qp->sq.stride);
+	w->wr_id = 100 + i;
+	w->opcode = IBV_WR_RDMA_WRITE;
+	w->remote_addr = 0x10000 + (uint64_t)i * 4096;
+	w->rkey = 0x1234;
+	w->length = 3 * MTU;
+	w->num_sge = 1;
+	w->signaled = true;
+	w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 3 * MTU, .lkey = 1};
+	qp->sq.tail++;
+}
+
+/* Selective repeat: a sequence NAK inside a WRITE resends only the NAKed packet, with
+ * AckReq; new packets keep flowing; the ACK for everything (the responder kept what
+ * followed) completes it all, with no go-back-N and the one retry the NAK costs. */
+static void test_selective_resend(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	CHECK_EQ(ntx, (int)(3 * NWQE));
+	respond(PSN0 + 4, 0x60); /* +4 lost (inside WQE 1): WQE 0 completes */
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(ntx, (int)(3 * NWQE) + 1);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 4);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req.n_sel_resends, 1u);
+	/* the cursor did not go back: a WQE posted now goes out as new */
+	post_write();
+	swv_req_run(qp);
+	CHECK_EQ(ntx, (int)(3 * NWQE) + 4);
+	CHECK_EQ(tx_psn[ntx - 3], PSN0 + 12);
+	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 15; psn++)
+		CHECK_EQ(count_tx(psn), 1);
+	/* a second gap, at +9 (WQE 3): only +9 again */
+	respond(PSN0 + 9, 0x60);
+	CHECK_EQ(ncomps, 3);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 9);
+	CHECK_EQ(count_tx(PSN0 + 9), 2);
+	CHECK_EQ(qp->req.retry_left, 2); /* progress reloaded it, the NAK took one */
+	/* the answer covers what the responder kept: everything completes in order */
+	int sent = ntx;
+	respond(PSN0 + 14, 0x1f);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(ncomps, (int)NWQE + 1);
+	for (int i = 0; i < ncomps; i++) {
+		CHECK_EQ(comps[i].wc.wr_id, 100u + i);
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	}
+	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req.retry_left, 3);
+}
+
+/* A responder without a reorder buffer (Linux rxe drops what follows a gap): the ACK
+ * for the resent PSN stops there although later PSNs left before the resend. The
+ * requester then goes back N from the next PSN, without spending another retry. */
+static void test_selective_fallback(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 4, 0x60);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 4);
+	int sent = ntx;
+	respond(PSN0 + 4, 0x1f); /* +4 executed, +5.. were dropped */
+	CHECK_EQ(qp->req.n_sr_fallbacks, 1u);
+	CHECK_EQ(qp->req.una_psn, PSN0 + 5);
+	CHECK_EQ(ntx, sent + (int)(3 * NWQE - 5)); /* +5 .. +11 once more */
+	CHECK_EQ(tx_psn[sent], PSN0 + 5);
+	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 3 * NWQE; psn++)
+		CHECK_EQ(count_tx(psn), 2);
+	CHECK_EQ(qp->req.retry_left, 3); /* the ACK was progress; no retry for this */
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
+/* A selective resend costs the retry a go-back-N costs: NAKs for the same PSN with no
+ * progress between them (resend lost each time) exhaust retry_cnt. */
+static void test_selective_retry_count(void)
+{
+	setup(1, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 4, 0x60);
+	CHECK_EQ(qp->req.retry_left, 0);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	qp->req.seq_nak_at -= 1000000000ull; /* past the copy hold-off: asked again */
+	respond(PSN0 + 4, 0x60);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.wr_id, 101u);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* The tail-loss probe of a SEND/WRITE head resends the oldest unacknowledged packet
+ * alone, spending no retry; an ACK for just it says nothing more was kept: the rest
+ * goes back N. */
+static void test_selective_probe(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 2, 0x1f); /* WQE 0 done, then silence: the tail was lost */
+	CHECK_EQ(ncomps, 1);
+	int sent = ntx;
+	CHECK(qp->req.probe_at != 0);
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 3);
+	CHECK(tx_ackreq[sent]);
+	CHECK_EQ(qp->req.n_probes, 1u);
+	CHECK_EQ(qp->req.retry_left, 3);
+	respond(PSN0 + 3, 0x1f);
+	CHECK_EQ(ntx, sent + 1 + (int)(3 * NWQE - 4));
+	CHECK_EQ(tx_psn[sent + 1], PSN0 + 4);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -565,6 +692,10 @@ int main(void)
 	test_cwnd_past_small_window();
 	test_timeout0_tail_loss();
 	test_dup_rnr_nak();
+	test_selective_resend();
+	test_selective_fallback();
+	test_selective_retry_count();
+	test_selective_probe();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
