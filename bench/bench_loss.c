@@ -13,7 +13,9 @@
  * The issue's goals: rate and bandwidth >= 0.5x lossless at 1%, >= 0.25x at 5%.
  * A WR that fails (for instance RETRY_EXC_ERR) fails the benchmark.
  *
- *   usage: bench_loss [-d device] [-t seconds] [-r repeats]
+ *   usage: bench_loss [-d device] [-t seconds] [-r repeats] [-o test] [-l level]
+ * -o 0/1/2 runs only rate/write/read, -l 1/2 only the 1%/5% level (with the lossless
+ * anchor): quicker looks while tuning.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -55,6 +57,7 @@ static const char *const level_spec[NLEVELS] = {NULL, "seed=%u,drop=1,reorder=2"
 						"seed=%u,drop=5,reorder=2"};
 
 static double seconds = 1.0;
+static int only_test = -1, only_level = -1;
 
 static void die(const char *what, int err)
 {
@@ -156,7 +159,7 @@ static void run_level(const char *dev, int level, unsigned seed, double *res)
 	struct rc_conn c;
 	open_side(&c, dev, ctl, false);
 	for (int t = 0; t < NTESTS; t++)
-		res[t] = run_test(&c, (enum test)t);
+		res[t] = only_test < 0 || t == only_test ? run_test(&c, (enum test)t) : 0;
 	char b = 0;
 	rc_xfer(WHO, ctl, &b, 1, true);
 	int st;
@@ -178,16 +181,22 @@ int main(int argc, char **argv)
 	const char *dev = NULL;
 	int reps = 3, opt;
 
-	while ((opt = getopt(argc, argv, "d:t:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:t:r:o:l:")) != -1) {
 		if (opt == 'd') {
 			dev = optarg;
+		} else if (opt == 'o' && atoi(optarg) >= 0 && atoi(optarg) < NTESTS) {
+			only_test = atoi(optarg);
+		} else if (opt == 'l' && atoi(optarg) > 0 && atoi(optarg) < NLEVELS) {
+			only_level = atoi(optarg);
 		} else if (opt == 't' && atof(optarg) > 0) {
 			seconds = atof(optarg);
 		} else if (opt == 'r' && atoi(optarg) > 0 && atoi(optarg) <= MAXREP) {
 			reps = atoi(optarg);
 		} else {
-			fprintf(stderr, "usage: %s [-d device] [-t seconds] [-r 1..%d]\n", argv[0],
-				MAXREP);
+			fprintf(
+			    stderr,
+			    "usage: %s [-d device] [-t seconds] [-r 1..%d] [-o 0..2] [-l 1..2]\n",
+			    argv[0], MAXREP);
 			return 2;
 		}
 	}
@@ -201,6 +210,8 @@ int main(int argc, char **argv)
 	for (int r = 0; r < reps; r++)
 		for (int l = 0; l < NLEVELS; l++) {
 			double one[NTESTS];
+			if (only_level > 0 && l && l != only_level)
+				continue;
 			run_level(dev, l, 1000u + (unsigned)r * 10u + (unsigned)l, one);
 			for (int t = 0; t < NTESTS; t++)
 				res[l][t][r] = one[t];

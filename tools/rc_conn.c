@@ -141,7 +141,7 @@ void rc_conn_connect(struct rc_conn *c)
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = c->me.psn;
 	a.timeout = 14;
-	a.retry_cnt = 7;
+	a.retry_cnt = c->attr.retry_cnt ? c->attr.retry_cnt : 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = c->attr.rd_atomic;
 	if ((ret = ibv_modify_qp(c->qp, &a,

@@ -33,6 +33,7 @@ struct rc_conn_attr {
 	int mr_access;	   /* the buffer's access beyond IBV_ACCESS_LOCAL_WRITE */
 	int qp_access;	   /* the QP's qp_access_flags */
 	uint8_t rd_atomic; /* RDMA READs and atomics in flight, each way */
+	uint8_t retry_cnt; /* the QP's retry_cnt, 1..7; 0 = 7 (perftest's) */
 	struct ibv_qp_cap cap;
 };
 
