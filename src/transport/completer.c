@@ -152,6 +152,7 @@ static void selective_answer(struct swv_qp *qp, uint32_t psn)
 	if (psn != r->sr_psn || swv_psn_cmp(r->una_psn, r->sr_hi) >= 0 || !head_wqe(qp))
 		return;
 	r->n_sr_fallbacks++;
+	r->sr_gbn_left = SWV_SR_GBN_AFTER_FALLBACK;
 	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N",
 		qp->qpn, psn, r->sr_hi);
 	rewind_cursor(qp);
@@ -407,8 +408,11 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			struct swv_send_wqe *w = head_wqe(qp);
 			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(psn, w->last_psn) <= 0) {
-				retry_selective(qp, psn);
-				return;
+				if (!r->sr_gbn_left) {
+					retry_selective(qp, psn);
+					return;
+				}
+				r->sr_gbn_left--; /* the peer drops past a gap (selective_answer) */
 			}
 			retry(qp, "sequence NAK");
 			return;
@@ -586,7 +590,8 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 			struct swv_send_wqe *w = head_wqe(qp);
 			r->n_probes++;
 			r->rtt_at = 0;
-			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0) {
+			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0 &&
+			    !r->sr_gbn_left) {
 				/* the head is a SEND/WRITE: resend its oldest unacknowledged
 				 * packet alone (AckReq); the answer tells what else is missing
 				 * -- an ACK for just that PSN sends the rest (selective_answer) */

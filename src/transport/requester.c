@@ -73,7 +73,7 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max, min = SWV_PROBE_MIN_NS;
 	if (qp->sq.head != r->started) {
 		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
-		if (!is_rd_atomic(w->opcode)) {
+		if (!is_rd_atomic(w->opcode) && !r->sr_gbn_left) {
 			/* a SEND/WRITE at the head is probed by resending one packet
 			 * (completer.c): cheap enough to try after two round trips */
 			p /= 2;

@@ -47,6 +47,10 @@ enum swv_wqe_state {
 #define SWV_PROBE_MAX_NS     64000000ull /* without an ACK timeout (timeout 0) */
 #define SWV_PROBE_SEL_MIN_NS 250000ull	 /* a one-packet probe (SEND/WRITE head) */
 #define SWV_MAX_PKT_PER_ACK  64  /* AckReq at least this often */
+/* A fallback to go-back-N (the peer kept nothing past a gap, completer.c) makes the next
+ * this many sequence NAKs and probes go back N at once; then selective repeat is tried
+ * again, in case the peer had only lost what followed that once. */
+#define SWV_SR_GBN_AFTER_FALLBACK 16
 
 struct swv_req_state {
 	uint32_t next_psn;     /* PSN assigned to the next WQE started for the first time */
@@ -101,6 +105,7 @@ struct swv_req_state {
 	bool sr_active;		/* resent; its answer not seen yet */
 	uint32_t sr_psn;	/* the PSN resent */
 	uint32_t sr_hi;		/* sent_psn at the NAK: PSNs below it left before the resend */
+	uint8_t sr_gbn_left;	/* after a fallback: sequence NAKs still to go back N for */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* statistics (for tests and swverbs-info) */

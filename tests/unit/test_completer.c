@@ -612,7 +612,8 @@ static void test_selective_resend(void)
 
 /* A responder without a reorder buffer (Linux rxe drops what follows a gap): the ACK
  * for the resent PSN stops there although later PSNs left before the resend. The
- * requester then goes back N from the next PSN, without spending another retry. */
+ * requester then goes back N from the next PSN, without spending another retry, and
+ * answers the next SWV_SR_GBN_AFTER_FALLBACK NAKs with go-back-N straight away. */
 static void test_selective_fallback(void)
 {
 	setup(3, 7);
@@ -628,6 +629,13 @@ static void test_selective_fallback(void)
 	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 3 * NWQE; psn++)
 		CHECK_EQ(count_tx(psn), 2);
 	CHECK_EQ(qp->req.retry_left, 3); /* the ACK was progress; no retry for this */
+	/* such a peer drops past every gap: the next NAKs go back N at once */
+	sent = ntx;
+	respond(PSN0 + 8, 0x60);
+	CHECK_EQ(ntx, sent + (int)(3 * NWQE - 8)); /* +8 .. +11 */
+	CHECK_EQ(tx_psn[sent], PSN0 + 8);
+	CHECK_EQ(qp->req.n_sel_resends, 1u);
+	CHECK_EQ(qp->req.sr_gbn_left, SWV_SR_GBN_AFTER_FALLBACK - 1);
 	respond(PSN0 + 3 * NWQE - 1, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
