@@ -501,19 +501,11 @@ int main(int argc, char **argv)
 	printf(WHO ": %llu mixed RC ops, SWVERBS_FAULT=%s, retry_cnt 6, ACK timeout 14, "
 		   "%u in flight\n",
 	       (unsigned long long)nops, spec, DEPTH);
-	fflush(stdout);
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		die("socketpair", errno);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork", errno);
-	if (pid == 0) {
-		close(sv[0]);
-		_exit(run_target(dev, sv[1]));
-	}
-	close(sv[1]);
-	run_initiator(dev, sv[0], nops, seed);
+	int ctl;
+	pid_t pid = rc_fork(WHO, &ctl);
+	if (pid == 0)
+		_exit(run_target(dev, ctl));
+	run_initiator(dev, ctl, nops, seed);
 	int st;
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		die("target failed", ECHILD);
