@@ -75,8 +75,11 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
 		if (!is_rd_atomic(w->opcode) && !r->sr_gbn_left) {
 			/* a SEND/WRITE at the head is probed by resending one packet
-			 * (completer.c): cheap enough to try after two round trips */
-			p /= 2;
+			 * (completer.c): cheap enough to try after two round trips, or
+			 * after SWV_PROBE_MIN_NS while none was measured (under loss the
+			 * resends void every sample, and waiting the ACK timeout / 4 for
+			 * each lost resend held a fresh QP at 5% drop to 30 MiB/s) */
+			p = r->srtt_ns ? 2 * r->srtt_ns : SWV_PROBE_MIN_NS;
 			min = SWV_PROBE_SEL_MIN_NS;
 		}
 	}

@@ -683,6 +683,24 @@ static void test_selective_probe(void)
 	CHECK_EQ(ncomps, (int)NWQE);
 }
 
+/* Before a round trip was measured, a SEND/WRITE head is probed after
+ * SWV_PROBE_MIN_NS (a one-packet probe), a READ head after the ACK timeout / 4, as
+ * before: under loss every sample can be voided, and a fresh QP at 5% drop used to wait
+ * the ACK timeout / 4 for each lost resend. */
+static void test_selective_probe_unmeasured(void)
+{
+	setup(3, 7);
+	qp->attr.timeout = 14; /* 67 ms: a quarter is 16.8 ms */
+	swv_req_run(qp);
+	CHECK_EQ(qp->req.srtt_ns, 0);
+	CHECK_EQ(swv_req_probe_ns(qp), SWV_PROBE_MIN_NS);
+	setup(3, 7);
+	qp->attr.timeout = 14;
+	make_reads(1);
+	swv_req_run(qp);
+	CHECK_EQ(swv_req_probe_ns(qp), swv_ack_timeout_ns(qp) / 4);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -704,6 +722,7 @@ int main(void)
 	test_selective_fallback();
 	test_selective_retry_count();
 	test_selective_probe();
+	test_selective_probe_unmeasured();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
