@@ -239,8 +239,10 @@ static void test_idle_no_syscall(void)
 
 /* Work in flight makes an empty poll receive: a WRITE to a QP that never answers
  * (left in INIT) stays outstanding, so every empty poll makes a pass. A tight loop of
- * them holds the driver's lease, and the progress thread, woken by that QP's ACK
- * timer (timeout 8: ~1 ms, retried forever), mutes its sockets. Then the application
+ * them holds the driver's lease, and the progress thread, woken by that QP's timers
+ * (its tail-loss probes, from 1 ms on), mutes its sockets. The ACK timeout is 4.3 s
+ * (timeout 20): retry_cnt 7 is finite, and the WRITE must stay outstanding through
+ * the test even under a sanitizer on a loaded machine (8 x 4.3 s). Then the application
  * stops calling the library altogether: the lease lapses and the thread must take
  * receiving back, completing WRITEs on the other QP by itself (watched through the
  * internal load, which drives nothing). Destroying the silent QP drops its WQE from
@@ -251,10 +253,11 @@ static void test_inflight_then_takeover(void)
 	swvt_pair_to_init(qs);
 	swvt_pair_to_init(qdead);
 	swvt_pair_to_rtr(qs, qdead->qp_num);
-	swvt_pair_to_rts(qs, 8);
-	struct ibv_sge sge = {(uintptr_t)ini.mr->addr, 8, ini.mr->lkey};
+	swvt_pair_to_rts(qs, 20);
+	/* its source lies past what post_writes rewrites: probes resend it meanwhile */
+	struct ibv_sge sge = {(uintptr_t)ini.mr->addr + BUF - 8, 8, ini.mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE}, *bad;
-	wr.wr.rdma.remote_addr = (uintptr_t)tgt.mr->addr;
+	wr.wr.rdma.remote_addr = (uintptr_t)tgt.mr->addr + BUF - 8;
 	wr.wr.rdma.rkey = tgt.mr->rkey;
 	CHECK_OK(ibv_post_send(qs, &wr, &bad));
 	CHECK_EQ(atomic_load(&ipr()->sq_outstanding), 1);
