@@ -150,6 +150,23 @@ static struct swv_qp *qp;
  * outstanding send WQEs (progress.h). */
 static struct swv_context test_ctx;
 
+/* Append a 3-packet WRITE (wr_id 100 + its index) to the send queue. */
+static void post_write(void)
+{
+	uint32_t i = qp->sq.tail;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+	memset(w, 0, qp->sq.stride);
+	w->wr_id = 100 + i;
+	w->opcode = IBV_WR_RDMA_WRITE;
+	w->remote_addr = 0x10000 + (uint64_t)i * 4096;
+	w->rkey = 0x1234;
+	w->length = 3 * MTU;
+	w->num_sge = 1;
+	w->signaled = true;
+	w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 3 * MTU, .lkey = 1};
+	qp->sq.tail++;
+}
+
 static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 {
 	if (qp)
@@ -173,18 +190,8 @@ static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 	qp->sq.max_sge = 1;
 	qp->sq.buf = calloc(SLOTS, qp->sq.stride);
 	CHECK_PTR(qp->sq.buf);
-	for (uint32_t i = 0; i < NWQE; i++) {
-		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
-		w->wr_id = 100 + i;
-		w->opcode = IBV_WR_RDMA_WRITE;
-		w->remote_addr = 0x10000 + (uint64_t)i * 4096;
-		w->rkey = 0x1234;
-		w->length = 3 * MTU;
-		w->num_sge = 1;
-		w->signaled = true;
-		w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 3 * MTU, .lkey = 1};
-	}
-	qp->sq.tail = NWQE;
+	for (uint32_t i = 0; i < NWQE; i++)
+		post_write();
 	swv_req_reset(qp);
 	qp->req.window = qp->req.cwnd = 128; /* no endpoint: not sized from a socket */
 	ntx = ncomps = 0;
@@ -550,23 +557,6 @@ static void test_timeout0_tail_loss(void)
 	respond(PSN0 + 8, 0x1f); /* WQEs 0-2; the ACK for +11 is lost */
 	CHECK_EQ(ncomps, 3);
 	CHECK(qp->req.probe_at != 0);
-}
-
-/* Append a 3-packet WRITE (wr_id 100 + its index) to the send queue. */
-static void post_write(void)
-{
-	uint32_t i = qp->sq.tail;
-	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
-	memset(w, 0, qp->sq.stride);
-	w->wr_id = 100 + i;
-	w->opcode = IBV_WR_RDMA_WRITE;
-	w->remote_addr = 0x10000 + (uint64_t)i * 4096;
-	w->rkey = 0x1234;
-	w->length = 3 * MTU;
-	w->num_sge = 1;
-	w->signaled = true;
-	w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 3 * MTU, .lkey = 1};
-	qp->sq.tail++;
 }
 
 /* Selective repeat: a sequence NAK inside a WRITE resends only the NAKed packet, with
