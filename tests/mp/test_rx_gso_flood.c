@@ -18,10 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
+#include "udp_segment.h"
 
 #define TMO	20000
 #define MIB	(1u << 20)
@@ -48,25 +45,7 @@ static int burst(struct flood *f, const struct sockaddr_in *dst, unsigned nseg, 
 		 size_t last)
 {
 	size_t len = nseg ? (size_t)(nseg - 1) * seg + last : 100;
-	struct iovec iov = {junk, len};
-	union {
-		char buf[CMSG_SPACE(sizeof(uint16_t))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr m = {
-	    .msg_name = (void *)dst, .msg_namelen = sizeof(*dst), .msg_iov = &iov, .msg_iovlen = 1};
-	if (nseg) {
-		memset(&ctl, 0, sizeof(ctl));
-		m.msg_control = ctl.buf;
-		m.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		uint16_t gs = (uint16_t)seg;
-		cm->cmsg_level = SOL_UDP;
-		cm->cmsg_type = UDP_SEGMENT;
-		cm->cmsg_len = CMSG_LEN(sizeof(gs));
-		memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
-	}
-	ssize_t r = sendmsg(f->fd, &m, 0);
+	ssize_t r = swvt_send_segmented(f->fd, dst, junk, len, nseg ? (uint16_t)seg : 0);
 	if (r < 0)
 		return errno;
 	CHECK_EQ(r, len);

@@ -13,12 +13,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "udp_segment.h"
 #include "net/endpoint.h"
 #include "util/compiler.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
 
 #define MAX_UDP	  65507 /* the largest UDP/IPv4 payload */
 #define ORD_LEN	  100	/* ordinary datagrams: this long, distinct from every burst */
@@ -51,25 +48,7 @@ static int send_dgram(int fd, const struct sockaddr_in *dst, const struct dgram 
 	size_t len = dgram_len(g), seg = g->nseg ? g->seg : ORD_LEN;
 	for (size_t off = 0; off < len; off++)
 		payload[off] = pat(d, (unsigned)(off / seg), off % seg);
-	struct iovec iov = {payload, len};
-	union {
-		char buf[CMSG_SPACE(sizeof(uint16_t))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr m = {
-	    .msg_name = (void *)dst, .msg_namelen = sizeof(*dst), .msg_iov = &iov, .msg_iovlen = 1};
-	if (g->nseg) {
-		memset(&ctl, 0, sizeof(ctl));
-		m.msg_control = ctl.buf;
-		m.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		uint16_t gs = (uint16_t)g->seg;
-		cm->cmsg_level = SOL_UDP;
-		cm->cmsg_type = UDP_SEGMENT;
-		cm->cmsg_len = CMSG_LEN(sizeof(gs));
-		memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
-	}
-	ssize_t r = sendmsg(fd, &m, 0);
+	ssize_t r = swvt_send_segmented(fd, dst, payload, len, g->nseg ? (uint16_t)g->seg : 0);
 	if (r < 0)
 		return errno;
 	CHECK_EQ(r, len);
