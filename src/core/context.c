@@ -81,6 +81,8 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 	}
 	if (p->fault)
 		swv_ep_set_hold_cb(&p->ep, port_hold_kick, ctx);
+	else
+		(void)swv_ep_attach_shm(&p->ep); /* without an inbox the port is UDP only */
 	rc = swv_progress_add_endpoint(ctx, &p->ep);
 	if (rc) {
 		port_free(p);

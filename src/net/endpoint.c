@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "net/endpoint.h"
+#include "link/shm.h"
 #include "net/fault.h"
 #include "util/clock.h"
 #include "util/compiler.h"
@@ -136,9 +137,21 @@ void swv_ep_close(struct swv_endpoint *ep)
 	ep->held_tail = NULL;
 	pthread_mutex_unlock(&ep->fault_lock);
 	pthread_mutex_destroy(&ep->fault_lock);
+	swv_shm_close(ep->shm);
+	ep->shm = NULL;
 	close(ep->fd);
 	ep->fd = -1;
 	ep->is_open = false;
+}
+
+int swv_ep_attach_shm(struct swv_endpoint *ep)
+{
+	if (!ep || !ep->is_open || ep->fault || ep->shm)
+		return EINVAL;
+	if (!swv_shm_enabled())
+		return EOPNOTSUPP;
+	ep->shm = swv_shm_open(ep->addr, ep->port, ep->fd);
+	return ep->shm ? 0 : errno;
 }
 
 void swv_ep_set_hold_cb(struct swv_endpoint *ep, swv_ep_hold_cb cb, void *arg)
@@ -476,6 +489,12 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
 			 iovcnt > EP_MAX_IOV))
 		return EINVAL;
+	if (ep->shm) {
+		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
+		if (p)
+			return swv_shm_send(ep->shm, p, iov, iovcnt, 0, 1);
+	}
+	atomic_fetch_add_explicit(&ep->udp_tx, 1, memory_order_relaxed);
 	if (txb_queue(ep, dst, iov, iovcnt))
 		return 0;
 	txb_drain();
@@ -672,6 +691,14 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	if (total <= (size_t)(nseg - 1) * seg_size || total > (size_t)nseg * seg_size ||
 	    total > SWV_EP_GSO_MAX_BYTES)
 		return EINVAL;
+	if (ep->shm) {
+		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
+		if (p) {
+			int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg);
+			*nsent = rc ? 0 : nseg;
+			return rc;
+		}
+	}
 	if (nseg == 1 || !swv_ep_gso_usable(ep))
 		return send_each(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
 	txb_drain(); /* keep this thread's datagrams in order */

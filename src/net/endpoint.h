@@ -18,6 +18,7 @@
 
 struct swv_fault;
 struct swv_held_pkt;
+struct swv_shm_port;
 
 /* Called (outside any endpoint lock, from whichever thread sent) when the injector
  * holds a packet until deadline_ns, so the progress thread can be kicked to call
@@ -52,6 +53,13 @@ struct swv_endpoint {
 	uint64_t rx_gro_dgrams, rx_gro_segs;         /* statistics (receiving thread) */
 	uint64_t rx_gro_excess; /* packets dropped from datagrams holding more than
 				 * SWV_EP_GSO_MAX_SEGS (receiving thread) */
+	/* The intra-host link (link/shm.h): this endpoint's inbox and its routes to other
+	 * endpoints' inboxes; NULL = UDP only. Set by the owner before the endpoint is
+	 * shared (swv_ep_attach_shm), freed by swv_ep_close. */
+	struct swv_shm_port *shm;
+	/* Datagrams sent over UDP (not counting doorbells): a receiver whose endpoint has
+	 * sent none lately expects its traffic through the inbox (progress/progress.c). */
+	_Atomic uint64_t udp_tx;
 };
 
 struct swv_rx_pkt {
@@ -67,6 +75,10 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 /* Closes the socket and frees packets still held by the injector. Safe on a zeroed
  * or already closed endpoint. Must not race with send/recv on the same endpoint. */
 void swv_ep_close(struct swv_endpoint *ep);
+/* Give the endpoint an inbox on the intra-host link (before it is used by other
+ * threads; never with a fault injector, whose losses a ring cannot model). Returns 0
+ * or an errno, and the endpoint then stays UDP only. */
+int swv_ep_attach_shm(struct swv_endpoint *ep);
 /* Install the hold notification (before the endpoint is used by other threads). */
 void swv_ep_set_hold_cb(struct swv_endpoint *ep, swv_ep_hold_cb cb, void *arg);
 
@@ -79,7 +91,9 @@ static inline struct sockaddr_in swv_ep_sockaddr(const struct swv_endpoint *ep)
 }
 
 /* Send one datagram (gathered from iov). Returns 0, or a positive errno; a full
- * socket buffer (EAGAIN/ENOBUFS) is reported so the caller can retry later. */
+ * socket buffer (EAGAIN/ENOBUFS) is reported so the caller can retry later. A
+ * destination with an inbox on this host gets the packet through shared memory
+ * (link/shm.h), with the same results (EAGAIN for a full ring). */
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt);
 

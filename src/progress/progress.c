@@ -17,10 +17,12 @@
 
 #include "core/context.h"
 #include "core/qp.h"
+#include "link/shm.h"
 #include "net/endpoint.h"
 #include "progress/progress.h"
 #include "transport/packet.h"
 #include "util/clock.h"
+#include "util/compiler.h"
 #include "util/log.h"
 
 #define RX_BATCH  32 /* datagrams per recvmmsg (each up to 64 KiB when GRO coalesced) */
@@ -60,6 +62,9 @@ struct swv_progress_rx {
 	const struct sockaddr_in *gs[RX_GROUP];
 	struct swv_qp **due;  /* QPs whose timer is due, collected under qp_lock */
 	size_t due_cap;
+	/* per port: ep->udp_tx when an application pass last received from its socket */
+	uint64_t udp_seen[SWV_MAX_QP_PORTS];
+	unsigned app_pass; /* application passes run (selects the periodic socket look) */
 };
 
 static void group_flush(struct swv_progress_rx *st)
@@ -80,6 +85,15 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	struct swv_pkt pkt;
 	int rc;
 
+	if (swv_unlikely(swv_shm_is_doorbell(rp->buf, rp->len))) {
+		/* A wake-up for the inbox (link/shm.h), not a packet. The sender cleared the
+		 * inbox's "sleeping" flag for it, so a doorbell an application pass took from
+		 * the socket must still wake the thread: otherwise it would sleep on with no
+		 * sender ringing again. It re-arms and sleeps if there is nothing to do. */
+		if (!swv_progress_is_self(ctx))
+			swv_progress_kick(ctx, 0);
+		return;
+	}
 	stat_inc(&pr->rx_packets);
 	rc = swv_pkt_parse(rp->buf, rp->len, &pkt);
 	if (rc) {
@@ -119,6 +133,43 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
 	return total;
+}
+
+/* Dispatch what ep's inbox on the intra-host link holds; returns the packet count. The
+ * packets are read in place, so each batch is handed over before its ring space is
+ * given back. */
+#define RX_SHM_BATCH 64
+static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
+		  _Atomic uint64_t *calls)
+{
+	int total = 0;
+	if (!ep->shm)
+		return 0;
+	for (int round = 0; round < RX_ROUNDS; round++) {
+		int n = swv_shm_rx_take(ep->shm, st->rx.segs, RX_SHM_BATCH);
+		if (n)
+			stat_inc(calls);
+		for (int i = 0; i < n; i++)
+			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
+		group_flush(st);
+		swv_shm_rx_release(ep->shm);
+		total += n;
+		if (n < RX_SHM_BATCH)
+			break;
+	}
+	return total;
+}
+
+/* The inboxes of the context's ports (work_lock held): arm them before the thread
+ * sleeps (true if one holds packets already: do not sleep), or disarm them. */
+static bool shm_arm_all(struct swv_context *ctx, bool on)
+{
+	bool busy = false;
+	pthread_mutex_lock(&ctx->qp_lock);
+	for (unsigned i = 0; i < ctx->nports; i++)
+		busy |= swv_shm_arm(ctx->ports[i]->ep.shm, on);
+	pthread_mutex_unlock(&ctx->qp_lock);
+	return busy;
 }
 
 /* Enter/leave a unit of receive work (work_lock held): seq odd while inside. */
@@ -306,7 +357,14 @@ static void *progress_main(void *arg)
 		}
 		if (atomic_load(&pr->stop))
 			break;
+		/* Unmuted, the thread is the inboxes' only reader: ask senders for a doorbell
+		 * before sleeping (muted, a driver polls them and no doorbell is wanted). */
+		bool armed = !muted && !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+		if (armed && shm_arm_all(ctx, true))
+			sleep_to = 0;
 		int n = wait_events(pr, evs, sleep_to);
+		if (armed)
+			(void)shm_arm_all(ctx, false);
 		atomic_store(&pr->sleep_until, 0);
 		if (atomic_load(&pr->stop))
 			break;
@@ -362,6 +420,18 @@ static void *progress_main(void *arg)
 			if (rx_endpoint(ctx, ep, st, &pr->rx_calls_thread) > 0)
 				rx_hot(pr, now);
 		}
+		if (!atomic_load_explicit(&pr->test_norx, memory_order_relaxed)) {
+			struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
+			unsigned np = 0, got = 0;
+			pthread_mutex_lock(&ctx->qp_lock);
+			for (; np < ctx->nports; np++)
+				eps[np] = &ctx->ports[np]->ep;
+			pthread_mutex_unlock(&ctx->qp_lock);
+			for (unsigned i = 0; i < np; i++)
+				got += (unsigned)rx_shm(ctx, eps[i], st, &pr->rx_calls_thread);
+			if (got)
+				rx_hot(pr, now);
+		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, run_timers(ctx, st, now));
 
@@ -388,8 +458,20 @@ int swv_progress_assist(struct swv_context *ctx)
 	for (; n < ctx->nports; n++)
 		eps[n] = &ctx->ports[n]->ep;
 	pthread_mutex_unlock(&ctx->qp_lock);
-	for (unsigned i = 0; i < n; i++)
-		done += rx_endpoint(ctx, eps[i], pr->rx, &pr->rx_calls_app);
+	struct swv_progress_rx *st = pr->rx;
+	bool periodic = (st->app_pass++ & 15) == 0;
+	for (unsigned i = 0; i < n; i++) {
+		done += rx_shm(ctx, eps[i], st, &pr->rx_calls_app);
+		/* A port whose traffic all goes through its inbox needs no receive system
+		 * call on every pass: only when it sent UDP since the last look (replies come
+		 * the way requests went), or now and then for strays (a doorbell, a peer that
+		 * cannot map the inbox). */
+		uint64_t tx = atomic_load_explicit(&eps[i]->udp_tx, memory_order_relaxed);
+		if (!eps[i]->shm || tx != st->udp_seen[i] || periodic) {
+			st->udp_seen[i] = tx;
+			done += rx_endpoint(ctx, eps[i], st, &pr->rx_calls_app);
+		}
+	}
 	stat_inc(&pr->app_passes);
 	if (done > 0)
 		rx_hot(pr, swv_now_ns());

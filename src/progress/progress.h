@@ -71,7 +71,9 @@ struct swv_progress {
 	/* receive statistics (written under work_lock, so by one thread at a time; anyone
 	 * reads) */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
-	_Atomic uint64_t rx_calls_thread; /* receive system calls made by the thread */
+	/* receive calls made by the thread: system calls, and takes from an inbox of the
+	 * intra-host link that found packets (link/shm.h; an empty look is not counted) */
+	_Atomic uint64_t rx_calls_thread;
 	_Atomic uint64_t rx_calls_app;    /* ... by application threads (swv_progress_drive) */
 	_Atomic uint64_t app_passes;      /* receive passes run by application threads */
 	_Atomic uint64_t wakeups;      /* eventfd writes by kicks (statistics) */

@@ -1,0 +1,604 @@
+/* The intra-host link (link/shm.h): inboxes of rings in shared memory. */
+#include "link/shm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "net/endpoint.h"
+#include "util/clock.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+#define SHM_MAGIC   0x31304d4853565753ull /* "SWVSHM01" */
+#define SHM_VERSION 1
+#define REC_HDR	    8u
+#define REC_WRAP    UINT32_MAX /* record marker: the rest of the ring is unused */
+#define SHM_MAX_PKT SWV_EP_MAX_DGRAM
+#define PAGE	    4096u
+
+static const uint8_t doorbell[SWV_SHM_DOORBELL_LEN] = {'S', 'W', 'V', 'D', 'B', 'E', 'L', 'L'};
+
+/*
+ * Shared layout: header page, slot page(s), then one ring per slot. Fields written by
+ * one side only: hdr->closed and owner_pid by the owner; slot->pid/addr by the sender
+ * that claims it (CAS on pid); slot->tail by that sender (release: the records before
+ * it are complete); slot->head by the owner (release: the bytes before it may be
+ * overwritten); hdr->sleeping by the owner (1) and by a sender that rings (0).
+ */
+struct shm_hdr {
+	uint64_t magic;
+	uint32_t version, nslots, ring_bytes;
+	int32_t owner_pid;
+	_Atomic uint32_t closed;
+	_Atomic uint32_t sleeping;
+	_Atomic uint32_t nclaimed; /* slots [0, nclaimed) may be in use */
+};
+
+struct shm_slot {
+	_Alignas(64) _Atomic int32_t pid; /* claimer; 0 = free */
+	_Atomic uint64_t addr;		  /* claimer's IPv4 << 16 | port (host order); 0 = unset */
+	_Alignas(64) _Atomic uint64_t head;
+	_Alignas(64) _Atomic uint64_t tail;
+};
+
+#define SLOTS_OFF  PAGE
+#define RINGS_OFF  (SLOTS_OFF + ((SWV_SHM_SLOTS * sizeof(struct shm_slot) + PAGE - 1) / PAGE * PAGE))
+#define INBOX_SIZE (RINGS_OFF + (size_t)SWV_SHM_SLOTS * SWV_SHM_RING_BYTES)
+
+/* A destination: a mapped inbox and the slot claimed in it, or a remembered miss. */
+struct swv_shm_peer {
+	uint64_t key; /* destination IPv4 << 16 | port */
+	/* Set once (release) when the inbox is usable; NULL for a miss. */
+	uint8_t *_Atomic ring;
+	struct shm_hdr *hdr;
+	struct shm_slot *slot;
+	uint64_t retry_at;    /* a miss: when to look again (under the port's lock) */
+	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
+	pthread_mutex_t lock; /* orders the producers of this ring */
+	uint64_t tail;	      /* producer position (under lock) */
+};
+
+struct swv_shm_port {
+	struct shm_hdr *inbox;
+	char name[96];
+	int fd; /* the endpoint's UDP socket: doorbells go out through it */
+	uint64_t self_key;
+	int32_t pid;
+	/* receive side (progress work lock) */
+	uint64_t rx_next[SWV_SHM_SLOTS]; /* head to publish at release */
+	uint32_t rx_dirty;		 /* slots taken from since the last release */
+	unsigned rx_start;		 /* round-robin start */
+	/* routing: entries appended under lock, published by npeers (release); an entry
+	 * is never freed before the port closes */
+	pthread_mutex_t lock;
+	struct swv_shm_peer *peers[SWV_SHM_MAX_PEERS];
+	_Atomic unsigned npeers;
+	bool full_logged;
+	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
+};
+
+static inline uint64_t round8(uint64_t v)
+{
+	return (v + 7) & ~7ull;
+}
+
+static inline struct shm_slot *slot_at(struct shm_hdr *h, unsigned i)
+{
+	return (struct shm_slot *)((uint8_t *)h + SLOTS_OFF) + i;
+}
+
+static inline uint8_t *ring_at(struct shm_hdr *h, unsigned i)
+{
+	return (uint8_t *)h + RINGS_OFF + (size_t)i * SWV_SHM_RING_BYTES;
+}
+
+static inline uint64_t addr_key(struct in_addr a, uint16_t port_host)
+{
+	return (uint64_t)ntohl(a.s_addr) << 16 | port_host;
+}
+
+static inline void stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+bool swv_shm_enabled(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("SWVERBS_SHM");
+		on = !(e && e[0] == '0' && e[1] == '\0');
+	}
+	return on;
+}
+
+/* The inbox name: the user, the network namespace (an address means something else in
+ * another one), the IP and the port. */
+static int inbox_name(char *buf, size_t len, struct in_addr addr, uint16_t port)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/net", &st))
+		return errno;
+	snprintf(buf, len, "/swverbs.%u.%lu.%08x.%u", (unsigned)getuid(), (unsigned long)st.st_ino,
+		 ntohl(addr.s_addr), port);
+	return 0;
+}
+
+/* stat() of a shared-memory object by its shm_open name. */
+static int stat_inbox(const char *name, struct stat *st)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return stat(path, st);
+}
+
+static bool pid_alive(int32_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
+{
+	struct swv_shm_port *sp = calloc(1, sizeof(*sp));
+	int rc;
+
+	if (!sp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rc = inbox_name(sp->name, sizeof(sp->name), addr, port);
+	if (rc)
+		goto fail;
+	/* A name left by a process that died without closing: the port is ours now. */
+	(void)shm_unlink(sp->name);
+	int mfd = shm_open(sp->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (mfd < 0) {
+		rc = errno;
+		goto fail;
+	}
+	if (ftruncate(mfd, (off_t)INBOX_SIZE)) {
+		rc = errno;
+		close(mfd);
+		(void)shm_unlink(sp->name);
+		goto fail;
+	}
+	void *m = mmap(NULL, INBOX_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	close(mfd);
+	if (m == MAP_FAILED) {
+		rc = errno;
+		(void)shm_unlink(sp->name);
+		goto fail;
+	}
+	sp->inbox = m;
+	sp->pid = (int32_t)getpid();
+	sp->inbox->version = SHM_VERSION;
+	sp->inbox->nslots = SWV_SHM_SLOTS;
+	sp->inbox->ring_bytes = SWV_SHM_RING_BYTES;
+	sp->inbox->owner_pid = sp->pid;
+	/* Born armed: the progress thread may be asleep already, and it arms only the
+	 * inboxes it knows of before it sleeps; the first sender then rings. */
+	atomic_store(&sp->inbox->sleeping, 1);
+	/* Senders check the magic last: everything above is visible once it is. */
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n(&sp->inbox->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+	sp->fd = fd;
+	sp->self_key = addr_key(addr, port);
+	pthread_mutex_init(&sp->lock, NULL);
+	return sp;
+fail:
+	swv_log(SWV_LOG_DEBUG, "shm: no inbox for port %u (%s): UDP only", port, strerror(rc));
+	free(sp);
+	errno = rc;
+	return NULL;
+}
+
+static void peer_unmap(struct swv_shm_peer *p)
+{
+	if (p->hdr)
+		munmap(p->hdr, INBOX_SIZE);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+void swv_shm_close(struct swv_shm_port *sp)
+{
+	if (!sp)
+		return;
+	atomic_store(&sp->inbox->closed, 1);
+	(void)shm_unlink(sp->name);
+	munmap(sp->inbox, INBOX_SIZE);
+	unsigned n = atomic_load(&sp->npeers);
+	for (unsigned i = 0; i < n; i++)
+		peer_unmap(sp->peers[i]);
+	pthread_mutex_destroy(&sp->lock);
+	free(sp);
+}
+
+/* Claim a slot of the mapped inbox h for this sender: its own earlier slot, a free one,
+ * or one whose claimer died. The ring's pages are allocated here (fallocate), so that a
+ * full /dev/shm is a refusal now and never a SIGBUS on the data path. */
+static struct shm_slot *claim_slot(struct swv_shm_port *sp, struct shm_hdr *h, int mfd,
+				   unsigned *idx)
+{
+	for (int pass = 0; pass < 3; pass++) {
+		for (unsigned i = 0; i < SWV_SHM_SLOTS; i++) {
+			struct shm_slot *s = slot_at(h, i);
+			int32_t pid = atomic_load(&s->pid);
+			uint64_t a = atomic_load(&s->addr);
+			bool take;
+			if (pass == 0) /* ours already (an earlier mapping of this process) */
+				take = pid == sp->pid && a == sp->self_key;
+			else if (pass == 1)
+				take = pid == 0;
+			else
+				take = pid != sp->pid && !pid_alive(pid);
+			if (!take)
+				continue;
+			if (pass > 0 && !atomic_compare_exchange_strong(&s->pid, &pid, sp->pid))
+				continue;
+			if (fallocate(mfd, 0, (off_t)(RINGS_OFF + (size_t)i * SWV_SHM_RING_BYTES),
+				      SWV_SHM_RING_BYTES)) {
+				if (pass > 0)
+					atomic_store(&s->pid, pid);
+				return NULL;
+			}
+			atomic_store_explicit(&s->addr, sp->self_key, memory_order_release);
+			uint32_t nc = atomic_load(&h->nclaimed);
+			while (nc < i + 1 &&
+			       !atomic_compare_exchange_weak(&h->nclaimed, &nc, i + 1))
+				;
+			*idx = i;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* Map dst's inbox and claim a ring in it. Returns 0 or an errno (no inbox: UDP). */
+static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
+		       const struct sockaddr_in *dst)
+{
+	char name[96];
+	struct stat st;
+	int rc = inbox_name(name, sizeof(name), dst->sin_addr, ntohs(dst->sin_port));
+	if (rc)
+		return rc;
+	int mfd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (mfd < 0)
+		return errno;
+	if (fstat(mfd, &st) || (size_t)st.st_size != INBOX_SIZE || st.st_uid != getuid()) {
+		close(mfd);
+		return ENOENT;
+	}
+	struct shm_hdr *h = mmap(NULL, INBOX_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (h == MAP_FAILED) {
+		rc = errno;
+		close(mfd);
+		return rc;
+	}
+	unsigned idx = 0;
+	struct shm_slot *s = NULL;
+	bool valid = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHM_MAGIC &&
+		     h->version == SHM_VERSION && h->nslots == SWV_SHM_SLOTS &&
+		     h->ring_bytes == SWV_SHM_RING_BYTES;
+	if (valid && !atomic_load(&h->closed) && pid_alive(h->owner_pid)) {
+		s = claim_slot(sp, h, mfd, &idx);
+	} else if (valid && !pid_alive(h->owner_pid)) {
+		/* Left by a process that was killed: remove it unless the name has been
+		 * taken by a new inbox meanwhile. */
+		struct stat now;
+		if (stat_inbox(name, &now) == 0 && now.st_ino == st.st_ino &&
+		    now.st_dev == st.st_dev)
+			(void)shm_unlink(name);
+	}
+	close(mfd);
+	if (!s) {
+		munmap(h, INBOX_SIZE);
+		return EBUSY;
+	}
+	p->hdr = h;
+	p->slot = s;
+	p->tail = atomic_load(&s->tail);
+	atomic_store_explicit(&p->ring, ring_at(h, idx), memory_order_release);
+	return 0;
+}
+
+/* Slow path of swv_shm_route (sp->lock held). */
+static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct sockaddr_in *dst,
+				       uint64_t key)
+{
+	unsigned n = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
+	struct swv_shm_peer *p = NULL;
+	uint64_t now = swv_now_ns();
+
+	for (unsigned i = n; i-- > 0;) {
+		if (sp->peers[i]->key != key || atomic_load(&sp->peers[i]->stale))
+			continue;
+		p = sp->peers[i];
+		if (atomic_load_explicit(&p->ring, memory_order_acquire))
+			return p; /* another thread resolved it */
+		if (now < p->retry_at)
+			return NULL;
+		break; /* a miss due for another look: fill it in place */
+	}
+	if (!p) {
+		if (n == SWV_SHM_MAX_PEERS) {
+			if (!sp->full_logged)
+				swv_log(SWV_LOG_DEBUG, "shm: %u destinations cached: UDP for more",
+					n);
+			sp->full_logged = true;
+			return NULL;
+		}
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->key = key;
+		pthread_mutex_init(&p->lock, NULL);
+		sp->peers[n] = p;
+		atomic_store_explicit(&sp->npeers, n + 1, memory_order_release);
+	}
+	if (peer_attach(sp, p, dst)) {
+		p->retry_at = now + SWV_SHM_MISS_TTL_NS;
+		return NULL;
+	}
+	return p;
+}
+
+struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockaddr_in *dst)
+{
+	if (!sp || !dst)
+		return NULL;
+	uint64_t key = addr_key(dst->sin_addr, ntohs(dst->sin_port));
+	unsigned n = atomic_load_explicit(&sp->npeers, memory_order_acquire);
+	for (unsigned i = n; i-- > 0;) {
+		struct swv_shm_peer *p = sp->peers[i];
+		if (p->key != key || atomic_load_explicit(&p->stale, memory_order_relaxed))
+			continue;
+		if (atomic_load_explicit(&p->ring, memory_order_acquire)) {
+			if (swv_likely(
+				!atomic_load_explicit(&p->hdr->closed, memory_order_relaxed)))
+				return p;
+			atomic_store(&p->stale, true); /* the receiver went away */
+			break;
+		}
+		/* A remembered miss: UDP until it is due for another look. The lock keeps
+		 * retry_at consistent; the look itself is rare. */
+		pthread_mutex_lock(&sp->lock);
+		uint64_t due = p->retry_at;
+		pthread_mutex_unlock(&sp->lock);
+		if (swv_now_ns() < due)
+			return NULL;
+		break;
+	}
+	pthread_mutex_lock(&sp->lock);
+	struct swv_shm_peer *p = route_slow(sp, dst, key);
+	pthread_mutex_unlock(&sp->lock);
+	return p;
+}
+
+/* Copy len bytes from the iov cursor (*vi, *voff) to dst. */
+static void iov_copy(uint8_t *dst, const struct iovec *iov, int *vi, size_t *voff, size_t len)
+{
+	while (len) {
+		size_t chunk = iov[*vi].iov_len - *voff;
+		if (chunk > len)
+			chunk = len;
+		memcpy(dst, (const uint8_t *)iov[*vi].iov_base + *voff, chunk);
+		dst += chunk;
+		len -= chunk;
+		*voff += chunk;
+		if (*voff == iov[*vi].iov_len) {
+			(*vi)++;
+			*voff = 0;
+		}
+	}
+}
+
+/* Where a record of need bytes starting at pos goes: pos itself, or the ring's start
+ * after a wrap marker (returned in *wrap). */
+static inline uint64_t rec_place(uint64_t pos, uint64_t need, bool *wrap)
+{
+	uint64_t off = pos & (SWV_SHM_RING_BYTES - 1);
+	*wrap = SWV_SHM_RING_BYTES - off < need;
+	return *wrap ? pos + (SWV_SHM_RING_BYTES - off) : pos;
+}
+
+int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
+		 int iovcnt, size_t seg_size, unsigned nseg)
+{
+	if (swv_unlikely(!sp || !p || !iov || iovcnt <= 0 || !nseg))
+		return EINVAL;
+	uint8_t *ring = atomic_load_explicit(&p->ring, memory_order_acquire);
+	if (swv_unlikely(!ring))
+		return EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return EINVAL;
+		total += iov[i].iov_len;
+	}
+	if (nseg == 1)
+		seg_size = total;
+	if (!total || total > (size_t)nseg * seg_size || total <= (size_t)(nseg - 1) * seg_size ||
+	    seg_size > SHM_MAX_PKT)
+		return EINVAL;
+
+	pthread_mutex_lock(&p->lock);
+	uint64_t head = atomic_load_explicit(&p->slot->head, memory_order_acquire);
+	/* All or nothing: find where the last record ends before writing any. */
+	uint64_t end = p->tail;
+	for (unsigned k = 0; k < nseg; k++) {
+		size_t len = k + 1 < nseg ? seg_size : total - (size_t)k * seg_size;
+		bool wrap;
+		uint64_t need = REC_HDR + round8(len);
+		end = rec_place(end, need, &wrap) + need;
+	}
+	if (end - head > SWV_SHM_RING_BYTES) {
+		pthread_mutex_unlock(&p->lock);
+		stat_add(&sp->tx_full, 1);
+		/* A receiver that died holds its ring full for ever: what is sent to it is
+		 * lost, as datagrams to a closed port are, and the route is looked up again. */
+		if (!pid_alive(p->hdr->owner_pid)) {
+			atomic_store(&p->stale, true);
+			return 0;
+		}
+		return EAGAIN;
+	}
+	uint64_t pos = p->tail;
+	int vi = 0;
+	size_t voff = 0;
+	for (unsigned k = 0; k < nseg; k++) {
+		size_t len = k + 1 < nseg ? seg_size : total - (size_t)k * seg_size;
+		uint64_t need = REC_HDR + round8(len);
+		bool wrap;
+		uint64_t at = rec_place(pos, need, &wrap);
+		if (wrap) {
+			uint32_t mark = REC_WRAP;
+			memcpy(ring + (pos & (SWV_SHM_RING_BYTES - 1)), &mark, sizeof(mark));
+		}
+		uint8_t *r = ring + (at & (SWV_SHM_RING_BYTES - 1));
+		uint32_t hdr[2] = {(uint32_t)len, 0};
+		memcpy(r, hdr, sizeof(hdr));
+		iov_copy(r + REC_HDR, iov, &vi, &voff, len);
+		pos = at + need;
+	}
+	p->tail = pos;
+	atomic_store_explicit(&p->slot->tail, pos, memory_order_release);
+	pthread_mutex_unlock(&p->lock);
+	stat_add(&sp->tx_pkts, nseg);
+
+	/* Ring only a receiver that said it sleeps (see swv_shm_arm for the other half). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&p->hdr->sleeping, memory_order_relaxed) &&
+	    atomic_exchange(&p->hdr->sleeping, 0)) {
+		struct sockaddr_in to = {.sin_family = AF_INET};
+		to.sin_addr.s_addr = htonl((uint32_t)(p->key >> 16));
+		to.sin_port = htons((uint16_t)p->key);
+		(void)sendto(sp->fd, doorbell, sizeof(doorbell), MSG_DONTWAIT | MSG_NOSIGNAL,
+			     (struct sockaddr *)&to, sizeof(to));
+		stat_add(&sp->doorbells_sent, 1);
+	}
+	return 0;
+}
+
+int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
+{
+	if (!sp || !out || max <= 0)
+		return 0;
+	struct shm_hdr *h = sp->inbox;
+	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
+	if (nc > SWV_SHM_SLOTS)
+		nc = SWV_SHM_SLOTS;
+	int n = 0;
+	for (unsigned j = 0; j < nc && n < max; j++) {
+		unsigned i = (sp->rx_start + j) % nc;
+		struct shm_slot *s = slot_at(h, i);
+		uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+		uint64_t pos = (sp->rx_dirty & (1u << i))
+				   ? sp->rx_next[i]
+				   : atomic_load_explicit(&s->head, memory_order_relaxed);
+		if (pos == tail)
+			continue;
+		uint64_t a = atomic_load_explicit(&s->addr, memory_order_acquire);
+		uint8_t *ring = ring_at(h, i);
+		struct sockaddr_in src = {.sin_family = AF_INET};
+		src.sin_addr.s_addr = htonl((uint32_t)(a >> 16));
+		src.sin_port = htons((uint16_t)a);
+		while (pos != tail && n < max) {
+			uint64_t off = pos & (SWV_SHM_RING_BYTES - 1);
+			uint32_t len;
+			if (tail - pos > SWV_SHM_RING_BYTES || (pos & 7))
+				goto corrupt;
+			memcpy(&len, ring + off, sizeof(len));
+			if (len == REC_WRAP) {
+				pos += SWV_SHM_RING_BYTES - off;
+				continue;
+			}
+			uint64_t need = REC_HDR + round8(len);
+			if (len > SHM_MAX_PKT || off + need > SWV_SHM_RING_BYTES ||
+			    need > tail - pos)
+				goto corrupt;
+			out[n].buf = ring + off + REC_HDR;
+			out[n].len = len;
+			out[n].src = src;
+			n++;
+			pos += need;
+			continue;
+		corrupt:
+			/* A sender wrote nonsense: drop what it published. */
+			swv_log(SWV_LOG_DEBUG, "shm: corrupt ring %u at %lu tail %lu", i,
+				(unsigned long)pos, (unsigned long)tail);
+			stat_add(&sp->rx_corrupt, 1);
+			pos = tail;
+		}
+		sp->rx_next[i] = pos;
+		sp->rx_dirty |= 1u << i;
+	}
+	sp->rx_start++;
+	stat_add(&sp->rx_pkts, (uint64_t)n);
+	return n;
+}
+
+void swv_shm_rx_release(struct swv_shm_port *sp)
+{
+	if (!sp)
+		return;
+	uint32_t d = sp->rx_dirty;
+	while (d) {
+		unsigned i = (unsigned)__builtin_ctz(d);
+		d &= d - 1;
+		atomic_store_explicit(&slot_at(sp->inbox, i)->head, sp->rx_next[i],
+				      memory_order_release);
+	}
+	sp->rx_dirty = 0;
+}
+
+bool swv_shm_arm(struct swv_shm_port *sp, bool on)
+{
+	if (!sp)
+		return false;
+	struct shm_hdr *h = sp->inbox;
+	if (!on) {
+		atomic_store_explicit(&h->sleeping, 0, memory_order_relaxed);
+		return false;
+	}
+	atomic_store(&h->sleeping, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
+	for (unsigned i = 0; i < nc && i < SWV_SHM_SLOTS; i++) {
+		struct shm_slot *s = slot_at(h, i);
+		if (atomic_load_explicit(&s->tail, memory_order_acquire) !=
+		    atomic_load_explicit(&s->head, memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+bool swv_shm_is_doorbell(const uint8_t *buf, size_t len)
+{
+	return len == sizeof(doorbell) && memcmp(buf, doorbell, sizeof(doorbell)) == 0;
+}
+
+void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!sp)
+		return;
+	st->tx_pkts = atomic_load_explicit(&sp->tx_pkts, memory_order_relaxed);
+	st->tx_full = atomic_load_explicit(&sp->tx_full, memory_order_relaxed);
+	st->doorbells_sent = atomic_load_explicit(&sp->doorbells_sent, memory_order_relaxed);
+	st->rx_pkts = atomic_load_explicit(&sp->rx_pkts, memory_order_relaxed);
+	st->rx_corrupt = atomic_load_explicit(&sp->rx_corrupt, memory_order_relaxed);
+	st->peers = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
+}

@@ -1,0 +1,82 @@
+/*
+ * The intra-host link: packets between two endpoints of the same user on the same host
+ * and network namespace travel through shared memory instead of UDP (docs/design.md,
+ * "The intra-host link"). Owner: link.
+ *
+ * Each endpoint that may receive this way owns an inbox, a shared-memory file named by
+ * its user, network namespace, IP and port. The inbox holds SWV_SHM_SLOTS rings; a
+ * sending endpoint claims one ring (single producer, the receiving endpoint is the
+ * single consumer) and writes whole packets -- the same bytes a datagram would carry,
+ * headers, payload and ICRC -- so the transport above cannot tell the two links apart
+ * and every check, status and counter rule holds unchanged.
+ *
+ * Routing is per destination: swv_shm_route answers whether dst has an inbox this
+ * endpoint can write to (one hash lookup on the send path; misses are remembered for
+ * SWV_SHM_MISS_TTL_NS). A sender writes records, publishes the ring's tail, and sends a
+ * doorbell datagram to the receiver's UDP port only if the receiver announced that it is
+ * about to sleep (swv_shm_arm); a receiver that polls never costs its senders a system
+ * call.
+ *
+ * Threads: any thread may send (a per-peer mutex orders the producers of one ring);
+ * receiving (swv_shm_rx_take / swv_shm_rx_release, swv_shm_arm) is done only under the
+ * owning context's progress work lock, one thread at a time. Ring memory is shared with
+ * another process of the same user, which is trusted no more than a peer on the wire:
+ * every record length is checked before it is used, and a corrupt ring is dropped.
+ */
+#ifndef SWV_LINK_SHM_H
+#define SWV_LINK_SHM_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct swv_shm_port;
+struct swv_shm_peer;
+struct swv_rx_pkt;
+
+#define SWV_SHM_SLOTS	     32		  /* senders per inbox; more fall back to UDP */
+#define SWV_SHM_RING_BYTES   (1u << 20)	  /* per ring: 256 packets of 4 KiB */
+#define SWV_SHM_MAX_PEERS    64		  /* destinations cached per endpoint */
+#define SWV_SHM_MISS_TTL_NS  100000000ull /* a destination without inbox: ask again after */
+#define SWV_SHM_DOORBELL_LEN 8
+
+/* Whether the intra-host link may be used by this process (SWVERBS_SHM=0 forces UDP). */
+bool swv_shm_enabled(void);
+
+/* Create the inbox of the endpoint bound to addr:port whose UDP socket is fd (used for
+ * doorbells). Returns the port object, or NULL with errno (the endpoint then simply uses
+ * UDP). */
+struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd);
+/* Mark the inbox closed (senders stop using it), remove its name, unmap everything.
+ * No other thread may use sp any more. NULL is a no-op. */
+void swv_shm_close(struct swv_shm_port *sp);
+
+/* The peer to write to for dst, or NULL to use UDP. Any thread. */
+struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockaddr_in *dst);
+/* Write nseg packets laid back to back in iov (each seg_size bytes but the last; one
+ * packet: nseg 1, seg_size ignored) as one publish. Returns 0, EAGAIN (the ring is full:
+ * as a full socket buffer, nothing of it was written), or EINVAL. */
+int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
+		 int iovcnt, size_t seg_size, unsigned nseg);
+
+/* Receive side (progress work lock held). Take up to max packets from the inbox: each
+ * out[i].buf points into ring memory and stays valid until swv_shm_rx_release, which
+ * must be called before the next take. Returns the number taken. */
+int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max);
+void swv_shm_rx_release(struct swv_shm_port *sp);
+/* Announce (on) or withdraw (off) that nobody will poll this inbox until a doorbell.
+ * With on, returns true if a ring already holds packets (the caller must not sleep). */
+bool swv_shm_arm(struct swv_shm_port *sp, bool on);
+/* Whether a datagram received on the UDP socket is a doorbell (to be discarded). */
+bool swv_shm_is_doorbell(const uint8_t *buf, size_t len);
+
+/* Statistics (any thread; relaxed). */
+struct swv_shm_stats {
+	uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
+	unsigned peers;
+};
+void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st);
+
+#endif
