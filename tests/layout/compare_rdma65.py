@@ -20,6 +20,8 @@ repository.
    the same kind and arity; macros naming an identifier (the uAPI aliases such as
    `ibv_flow_action_esp`) must name the same one.
 5. Members swverbs has that the reference lacks are differences too.
+6. With --lib, libswverbs must export every function the reference declares that is
+   not inline (a call swverbs does not implement still links, and answers EOPNOTSUPP).
 
 Exit codes: 0 pass, 1 difference or internal error, 77 skipped (no reference
 directory, or no clang), as registered with SKIP_RETURN_CODE in CMakeLists.txt.
@@ -118,6 +120,7 @@ def record_members(node, prefix=""):
 
 def collect(decls):
     enums, enumerators, records, functions, typedefs = {}, [], {}, {}, {}
+    global extern_funcs
     for n in decls:
         k = n["kind"]
         if k == "EnumDecl":
@@ -130,10 +133,16 @@ def collect(decls):
             records[f'{n["tagUsed"]} {n["name"]}'] = record_members(n)
         elif k == "FunctionDecl":
             functions[n["name"]] = n["type"]["qualType"]
+            inline = n.get("inline") or n.get("storageClass") == "static" or any(
+                c["kind"] == "CompoundStmt" for c in n.get("inner", []))
+            if not inline:
+                extern_funcs.add(n["name"])
         elif k == "TypedefDecl":
             typedefs[n["name"]] = n["type"]["qualType"]
     return enums, enumerators, records, functions, typedefs
 
+
+extern_funcs = set()  # the reference's functions that are not inline: the library must export them
 
 MACRO_RE = re.compile(r"^#define (\w+)(\([^)]*\))? ?(.*)$")
 
@@ -221,6 +230,7 @@ def main():
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--clang", default="clang")
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--lib", help="libswverbs.so: must export every non-inline function")
     args = ap.parse_args()
 
     ref = args.reference
@@ -233,6 +243,7 @@ def main():
 
     r_enums, r_enumerators, r_records, r_funcs, r_typedefs = collect(
         ast_decls(args.clang, ref, args.workdir, "ref"))
+    ref_extern = set(extern_funcs)
     o_enums, o_enumerators, o_records, o_funcs, o_typedefs = collect(
         ast_decls(args.clang, args.ours, args.workdir, "ours"))
     r_macros = macros(args.cc, ref, args.workdir, "ref")
@@ -305,6 +316,15 @@ def main():
     for name, qt in r_typedefs.items():
         checks.append((f"_Static_assert(__builtin_types_compatible_p({name}, __typeof__({qt})), \"\");",
                        f"typedef {name}: missing or not {qt}"))
+
+    if args.lib:
+        nm = run(["nm", "-D", "--defined-only", args.lib])
+        if nm.returncode != 0:
+            errors.append(f"nm -D {args.lib} failed: {nm.stderr.strip()}")
+        exported = {l.split()[-1].split("@")[0] for l in nm.stdout.splitlines() if l.strip()}
+        for name in sorted(ref_extern - exported):
+            errors.append(f"function {name}: declared by rdma-core 65 but not exported by {args.lib}")
+        counts["exported functions"] = len(ref_extern)
 
     src = os.path.join(args.workdir, "check_ours.c")
     head = ["#include <infiniband/verbs.h>", "#include <stddef.h>"]
