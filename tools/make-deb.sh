@@ -19,6 +19,7 @@ cmake -G Ninja -Wno-dev -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 	-DCMAKE_INSTALL_PREFIX=/usr -DSWV_TESTS=OFF -DSWV_SANITIZE= >/dev/null
 cmake --build "$build"
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # cpack runs in the build tree
 (cd "$build" && cpack -G DEB -B "$out" >/dev/null)
 deb=$(ls -t "$out"/swverbs_*.deb | head -1)
 echo "make-deb: $deb"
