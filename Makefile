@@ -4,12 +4,16 @@
 #                plain, AddressSanitizer+UBSan (full suite), ThreadSanitizer (threaded tests),
 #                then the libFuzzer targets for a bounded time (clang; build-fuzz/)
 #   make build   build only (build/)          make bench   run the benchmarks
+#   make install build, then install under PREFIX (default /usr/local; DESTDIR honoured)
+#   make deb     build the Debian package build-deb/swverbs_<version>_<arch>.deb
 #   make format  clang-format the sources     make clean   remove build trees
 JOBS   ?= $(shell nproc)
 CTEST  := ctest --output-on-failure --timeout 300 -j $(JOBS)
 CMAKE  := cmake -G Ninja -Wno-dev
 
-.PHONY: all build demo test test-plain test-asan test-tsan test-fuzz bench format clean deps
+PREFIX ?= /usr/local
+
+.PHONY: all build install deb demo test test-plain test-asan test-tsan test-fuzz bench format clean deps
 
 all: build
 
@@ -19,6 +23,12 @@ deps:
 build: deps
 	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build build
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install build --prefix "$(PREFIX)"
+
+deb: deps
+	@tools/make-deb.sh build-deb build-deb
 
 demo: build
 	build/tools/swverbs-demo
@@ -67,4 +77,4 @@ format:
 	@find src include tools tests bench -name '*.[ch]' | xargs clang-format -i
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-deb

@@ -4,10 +4,10 @@
 # As root, missing packages are installed with apt-get; otherwise each missing package
 # is named loudly and the tests that need it skip.
 set -u
-want=(cmake ninja-build gcc make pkg-config)
+want=(cmake ninja-build gcc make pkg-config pandoc dpkg-dev) # pandoc: man pages; dpkg-dev: make deb
 if [ "${1:-build}" = test ]; then
 	want+=(libibverbs-dev ibverbs-utils perftest qperf python3-pyverbs tshark iproute2 gdb valgrind
-	       libclang-rt-14-dev clang)
+	       libclang-rt-14-dev clang man-db debootstrap)
 fi
 missing=()
 for p in "${want[@]}"; do

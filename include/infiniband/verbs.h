@@ -5,14 +5,16 @@
  * values, struct layouts, inline behaviour). Every struct here must keep the
  * exact size and field offsets of rdma-core's, because unmodified binaries
  * built against rdma-core dereference them inline; tests/layout checks this
- * against Debian's header field by field. New members are only ever added
- * where rdma-core adds them: at the end of a struct, or (verbs_context) at
- * the front.
+ * against Debian's header field by field, and against rdma-core 65's
+ * declaration by declaration (tests/layout/compare_rdma65.py). New members
+ * are only ever added where rdma-core adds them: at the end of a struct, or
+ * (verbs_context) at the front.
  */
 #ifndef INFINIBAND_VERBS_H
 #define INFINIBAND_VERBS_H
 
 #include <errno.h>
+#include <linux/if_ether.h>
 #include <linux/types.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -20,6 +22,9 @@
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
+
+/* The kernel uAPI names rdma-core re-exports, and its ibv_ aliases of them. */
+#include <infiniband/verbs_api.h>
 
 #if defined(__GNUC__) && __GNUC__ >= 3
 #define __attribute_const __attribute__((const))
@@ -30,84 +35,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ------------------------------------------------------------------------ */
-/* Constants that rdma-core takes from the kernel uAPI (verbs_api.h). They   */
-/* are spelled out here so this header needs nothing from rdma-core.         */
-/* ------------------------------------------------------------------------ */
-
-/* Access bits 20..29 are "optional": a kernel that does not know one may
- * ignore it instead of failing the registration. */
-#define IBV_ACCESS_OPTIONAL_FIRST (1 << 20)
-#define IBV_ACCESS_OPTIONAL_RANGE 0x3ff00000
-
-enum ibv_advise_mr_advice {
-	IBV_ADVISE_MR_ADVICE_PREFETCH = 0,
-	IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE = 1,
-	IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT = 2,
-};
-
-#define IBV_ADVISE_MR_FLAG_FLUSH (1 << 0)
-#define IBV_QPF_GRH_REQUIRED (1 << 0)
-
-enum ibv_flow_action_esp_keymat {
-	IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM = 0,
-};
-
-enum ibv_flow_action_esp_keymat_aes_gcm_iv_algo {
-	IBV_FLOW_ACTION_IV_ALGO_SEQ = 0,
-};
-
-struct ibv_flow_action_esp_keymat_aes_gcm {
-	__aligned_u64 iv;
-	__u32 iv_algo;
-	__u32 salt;
-	__u32 icv_len;
-	__u32 key_len;
-	__u32 aes_key[8];
-};
-
-enum ibv_flow_action_esp_replay {
-	IBV_FLOW_ACTION_ESP_REPLAY_NONE = 0,
-	IBV_FLOW_ACTION_ESP_REPLAY_BMP = 1,
-};
-
-struct ibv_flow_action_esp_replay_bmp {
-	__u32 size;
-};
-
-/* Several names share a value: each pair is a two-way choice in one bit. */
-enum ibv_flow_action_esp_flags {
-	IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO = 0,
-	IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD = 1 << 0,
-	IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL = 0,
-	IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT = 1 << 1,
-	IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT = 0,
-	IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT = 1 << 2,
-	IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW = 1 << 3,
-};
-
-/* Pointers travel as 64-bit words in the kernel ABI; keep that width. */
-struct ibv_flow_action_esp_encap {
-	union {
-		void *val_ptr;
-		__aligned_u64 val_ptr_data_u64;
-	};
-	union {
-		struct ibv_flow_action_esp_encap *next_ptr;
-		__aligned_u64 next_ptr_data_u64;
-	};
-	__u16 len;
-	__u16 type;
-};
-
-struct ibv_flow_action_esp {
-	__u32 spi;
-	__u32 seq;
-	__u32 tfc_pad;
-	__u32 flags;
-	__aligned_u64 hard_limit_pkts;
-};
 
 /* ------------------------------------------------------------------------ */
 /* GIDs                                                                      */
@@ -202,6 +129,7 @@ enum ibv_fork_status {
  * since an enum constant may not exceed int. */
 #define IBV_DEVICE_RAW_SCATTER_FCS (1ULL << 34)
 #define IBV_DEVICE_PCI_WRITE_END_PADDING (1ULL << 36)
+#define IBV_DEVICE_CC_DMA_BOUNCE	 (1ULL << 41)
 
 enum ibv_atomic_cap {
 	IBV_ATOMIC_NONE,
@@ -514,6 +442,7 @@ enum ibv_event_type {
 	IBV_EVENT_CLIENT_REREGISTER,
 	IBV_EVENT_GID_CHANGE,
 	IBV_EVENT_WQ_FATAL,
+	IBV_EVENT_DEVICE_SPEED_CHANGE,
 };
 
 struct ibv_async_event {
@@ -764,7 +693,10 @@ enum ibv_mr_init_attr_mask {
 	IBV_REG_MR_MASK_FD = 1 << 2,
 	IBV_REG_MR_MASK_FD_OFFSET = 1 << 3,
 	IBV_REG_MR_MASK_DMAH = 1 << 4,
+	IBV_REG_MR_MASK_BUF = 1 << 5,
 };
+
+struct ibv_buf;
 
 struct ibv_mr_init_attr {
 	size_t length;
@@ -775,6 +707,7 @@ struct ibv_mr_init_attr {
 	int fd;
 	uint64_t fd_offset;
 	struct ibv_dmah *dmah;
+	struct ibv_buf *buf; /* from ibv_alloc_buf (IBV_REG_MR_MASK_BUF); addr is inside it */
 };
 
 struct ibv_fd_arr {
@@ -2019,7 +1952,8 @@ struct _compat_ibv_port_attr;
 /* Slots named _compat_* are no longer called through; binaries only use the
  * others (memory windows, poll/notify CQ, post send/recv/srq_recv). */
 struct ibv_context_ops {
-	void *(*_compat_query_device)(void);
+	int (*_compat_query_device)(struct ibv_context *context,
+				    struct ibv_device_attr *device_attr);
 	int (*_compat_query_port)(struct ibv_context *context, uint8_t port_num,
 				  struct _compat_ibv_port_attr *port_attr);
 	void *(*_compat_alloc_pd)(void);
@@ -2089,6 +2023,7 @@ struct ibv_cq_init_attr_ex {
 enum ibv_parent_domain_init_attr_mask {
 	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS = 1 << 0,
 	IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT = 1 << 1,
+	IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC = 1 << 2,
 };
 
 /* An allocator callback may return this to ask for the provider's default. */
@@ -2147,6 +2082,9 @@ struct ibv_values_ex {
  */
 struct verbs_context {
 	/* Added after rdma-core 44 (prepended, newest first). */
+	void (*free_buf)(struct ibv_buf *buf);
+	void *(*alloc_buf)(struct ibv_pd *pd, size_t size, struct ibv_buf **buf);
+	int (*dm_export_dmabuf_fd)(struct ibv_dm *dm);
 	struct ibv_mr *(*reg_mr_ex)(struct ibv_pd *pd, struct ibv_mr_init_attr *mr_init_attr);
 	int (*dealloc_dmah)(struct ibv_dmah *dmah);
 	struct ibv_dmah *(*alloc_dmah)(struct ibv_context *context,
@@ -2455,6 +2393,8 @@ void *ibv_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf);
 void ibv_free_buf(struct ibv_buf *buf);
 struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, void *addr,
 			      size_t length, int access);
+/* A DMA-buf fd for the buffer's memory; -1 and errno on failure. */
+int ibv_export_buf_dmabuf_fd(struct ibv_buf *buf);
 
 struct ibv_dmah *ibv_alloc_dmah(struct ibv_context *context, struct ibv_dmah_init_attr *attr);
 int ibv_dealloc_dmah(struct ibv_dmah *dmah);

@@ -19,6 +19,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "api/buf.h"
+
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/pd.h"
@@ -87,4 +89,18 @@ SWV_EXPORT struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf,
 	struct swv_mr *mr = swv_mr_register(to_swv_ctx(pd->context), to_swv_pd(pd), addr, length,
 					    (uintptr_t)addr, (unsigned)access);
 	return mr ? &mr->ibmr : NULL;
+}
+
+bool swv_buf_range_ok(const struct ibv_pd *pd, const struct ibv_buf *buf, const void *addr,
+		      size_t length)
+{
+	return pd && buf && addr && length && pd == buf->pd && range_ok(buf, addr, length);
+}
+
+/* swverbs buffers are anonymous mappings, not DMA-bufs: there is nothing to export
+ * (as ibv_dm_export_dmabuf_fd, src/api/dm.c). */
+SWV_EXPORT int ibv_export_buf_dmabuf_fd(struct ibv_buf *buf)
+{
+	errno = buf ? EOPNOTSUPP : EINVAL;
+	return -1;
 }

@@ -5,6 +5,8 @@
  *   ADDR (+ IOVA)         process memory, iova = addr unless IOVA is given;
  *   FD / FD_OFFSET        a dma-buf: EOPNOTSUPP, as ibv_reg_dmabuf_mr (no importer);
  *   DMAH                  a DMA handle: EOPNOTSUPP (ibv_alloc_dmah never gives one);
+ *   ADDR + BUF            a range of an ibv_alloc_buf buffer, as ibv_reg_buf_mr
+ *                         (IOVA too: the buffer is ordinary memory, any iova works);
  *   any other bit         EOPNOTSUPP (a newer header's option swverbs does not know).
  * ADDR and FD together, or neither, is EINVAL (one memory source is required).
  */
@@ -14,6 +16,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "api/buf.h"
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/pd.h"
@@ -21,7 +24,7 @@
 
 #define KNOWN_MASK                                                                                 \
 	(IBV_REG_MR_MASK_IOVA | IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_FD |                        \
-	 IBV_REG_MR_MASK_FD_OFFSET | IBV_REG_MR_MASK_DMAH)
+	 IBV_REG_MR_MASK_FD_OFFSET | IBV_REG_MR_MASK_DMAH | IBV_REG_MR_MASK_BUF)
 
 SWV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *attr)
 {
@@ -41,6 +44,11 @@ SWV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_at
 		return NULL;
 	}
 	uint64_t iova = (mask & IBV_REG_MR_MASK_IOVA) ? attr->iova : (uintptr_t)attr->addr;
+	if ((mask & IBV_REG_MR_MASK_BUF) &&
+	    !swv_buf_range_ok(pd, attr->buf, attr->addr, attr->length)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	struct swv_mr *mr = swv_mr_register(to_swv_ctx(pd->context), to_swv_pd(pd), attr->addr,
 					    attr->length, iova, (unsigned)attr->access);
 	return mr ? &mr->ibmr : NULL;

@@ -58,6 +58,7 @@ SWV_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
 		[IBV_EVENT_GID_CHANGE] = "GID table change",
 		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+		[IBV_EVENT_DEVICE_SPEED_CHANGE] = "device speed change",
 	};
 	if ((unsigned)event >= SWV_ARRAY_SIZE(names) || !names[event])
 		return "unknown";

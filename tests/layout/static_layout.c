@@ -44,8 +44,8 @@ OFF(struct ibv_context, abi_compat, 320);
 /* verbs_context: 648 bytes from query_port (the 44 start) to the end. */
 _Static_assert(sizeof(struct verbs_context) - offsetof(struct verbs_context, query_port) == 648,
 	       "verbs_context 44 part");
-_Static_assert(sizeof(struct verbs_context) == 672, "verbs_context 65 size");
-OFF(struct verbs_context, query_port, 24);
+_Static_assert(sizeof(struct verbs_context) == 696, "verbs_context 65 size");
+OFF(struct verbs_context, query_port, 48);
 VOFF(sz, -8);
 VOFF(context, 0);
 _Static_assert(offsetof(struct verbs_context, context) + sizeof(struct ibv_context) ==
@@ -213,6 +213,9 @@ VOFF(_ABI_placeholder3, -16);
 VOFF(alloc_dmah, -328);
 VOFF(dealloc_dmah, -336);
 VOFF(reg_mr_ex, -344);
+VOFF(dm_export_dmabuf_fd, -352);
+VOFF(alloc_buf, -360);
+VOFF(free_buf, -368);
 VMINSZ(query_port, 648);
 VMINSZ(advise_mr, 640);
 VMINSZ(alloc_null_mr, 632);

@@ -693,7 +693,11 @@ static void test_reg_mr_ex(struct objs *o)
 	d.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH;
 	d.dmah = &fake_dmah;
 	CHECK_NULL_ERRNO(ibv_reg_mr_ex(o->pd, &d), EOPNOTSUPP);
-	d.comp_mask = IBV_REG_MR_MASK_ADDR | (1u << 5);
+	/* BUF without a buffer handle (or a range outside it): EINVAL. */
+	d.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_BUF;
+	d.buf = NULL;
+	CHECK_NULL_ERRNO(ibv_reg_mr_ex(o->pd, &d), EINVAL);
+	d.comp_mask = IBV_REG_MR_MASK_ADDR | (1u << 6);
 	CHECK_NULL_ERRNO(ibv_reg_mr_ex(o->pd, &d), EOPNOTSUPP);
 	/* Exactly one memory source. */
 	d.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_FD;
