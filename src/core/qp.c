@@ -161,6 +161,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
 	qp->attr.cap = cap;
 	swv_req_reset(qp);
+	swv_auth_qp_init(&qp->auth, ctx->cfg->auth ? ctx->cfg->auth_key : NULL, ctx->cfg->addr,
+			 qp->type == IBV_QPT_UD);
 
 	/* Everything the progress thread may look at is initialised: publish. */
 	rc = swv_ctx_qpn_alloc(ctx, qp, &qp->qpn, &qp->ep);
@@ -418,7 +420,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		/* UC credit / probe from the connected peer (transport/flowctl.h) */
 		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) || !takes_requests(st))
 			goto drop;
-		if (!pkey_ok(qp, pkt))
+		if (!swv_auth_rx_ok(&qp->auth, pkt, src) || !pkey_ok(qp, pkt))
 			return;
 		if (swv_fc_rx_control(qp, pkt))
 			swv_req_run(qp);
@@ -444,7 +446,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	default:
 		goto drop;
 	}
-	if (!pkey_ok(qp, pkt))
+	if (!swv_auth_rx_ok(&qp->auth, pkt, src) || !pkey_ok(qp, pkt))
 		return;
 	if (request) {
 		if (!takes_requests(st))
