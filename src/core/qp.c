@@ -235,6 +235,9 @@ int swv_qp_destroy(struct swv_qp *qp)
 			"fault), %llu of them faulted",
 			qp->qpn, (unsigned long long)qp->resp.stats.remote_refused,
 			(unsigned long long)qp->resp.stats.remote_faults);
+	if (qp->auth.on)
+		swv_log(SWV_LOG_DEBUG, "qp %#x: %llu packets refused for a missing or wrong MAC",
+			qp->qpn, (unsigned long long)atomic_load(&qp->auth.rx_bad));
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);
