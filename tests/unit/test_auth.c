@@ -368,15 +368,33 @@ static void peer_recv(struct ibv_qp *qp, struct swv_pkt *p, uint8_t *d, size_t s
 	} while (p->opcode == SWV_OP_FLOW_CONTROL);
 }
 
-/* Nothing but flow control waiting at the peer. */
-static void peer_expect_nothing(void)
+/* The request with this opcode and PSN from qp, skipping flow control and resends of
+ * earlier requests (an RC requester without an ACK sends tail-loss probes, even with
+ * no ACK timer). */
+static void peer_recv_req(struct ibv_qp *qp, struct swv_pkt *p, uint8_t *d, size_t size,
+			  uint8_t opcode, uint32_t psn)
+{
+	do
+		peer_recv(qp, p, d, size);
+	while (swv_psn_cmp(p->psn, psn) < 0);
+	CHECK_EQ(p->opcode, opcode);
+	CHECK_EQ(p->psn, psn);
+}
+
+/* Nothing waiting at the peer but flow control and, when 'pending' is given, resends
+ * of that request or earlier ones (see peer_recv_req). */
+static void peer_expect_nothing(const struct swv_pkt *pending)
 {
 	uint8_t d[512];
 	struct swv_pkt p;
 	ssize_t n;
 	while ((n = recv(peer, d, sizeof(d), MSG_DONTWAIT)) > 0) {
 		CHECK_OK(swv_pkt_parse_ex(d, (size_t)n, true, &p));
-		CHECK_EQ(p.opcode, SWV_OP_FLOW_CONTROL);
+		if (p.opcode == SWV_OP_FLOW_CONTROL)
+			continue;
+		CHECK(pending);
+		CHECK(p.flags & SWV_OPF_REQUEST);
+		CHECK(swv_psn_cmp(p.psn, pending->psn) <= 0);
 	}
 	CHECK_EQ(n, -1);
 }
@@ -465,7 +483,7 @@ static void connect_qp(struct ibv_qp *qp, enum ibv_qp_type type, bool rts)
 /* Every forgery of p is dropped and counted; the checker (may be NULL) sees that it
  * had no effect. */
 static void send_forgeries(struct ibv_qp *qp, struct swv_pkt *p, const void *payload,
-			   void (*untouched)(void))
+			   void (*untouched)(void), const struct swv_pkt *pending)
 {
 	uint64_t base = atomic_load(&to_swv_qp(qp)->auth.rx_bad);
 	for (enum seal s = SEAL_CRC; s < SEAL_RIGHT; s++) {
@@ -474,7 +492,7 @@ static void send_forgeries(struct ibv_qp *qp, struct swv_pkt *p, const void *pay
 		if (untouched)
 			untouched();
 	}
-	peer_expect_nothing(); /* no ACK or NAK for a dropped packet */
+	peer_expect_nothing(pending); /* no ACK or NAK for a dropped packet */
 	CHECK_EQ(atomic_load(&to_swv_qp(qp)->rx_dropped), 0);
 }
 
@@ -502,7 +520,7 @@ static void test_write(enum ibv_qp_type type)
 			    .reth_len = sizeof(data),
 			    .paylen = sizeof(data)};
 	memset(buf, 0, 64);
-	send_forgeries(qp, &p, data, buf_zero8);
+	send_forgeries(qp, &p, data, buf_zero8, NULL);
 
 	peer_send(qp, &p, data, SEAL_RIGHT);
 	if (type == IBV_QPT_RC) {
@@ -539,7 +557,7 @@ static void test_ud(void)
 			    .deth_qkey = 0x11111111,
 			    .deth_sqpn = peer_qpn(),
 			    .paylen = sizeof(data)};
-	send_forgeries(qp, &p, data, NULL); /* wait_bad_mac fails on a completion */
+	send_forgeries(qp, &p, data, NULL, NULL); /* wait_bad_mac fails on a completion */
 	peer_send(qp, &p, data, SEAL_RIGHT);
 	struct ibv_wc wc = wait_wc();
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
@@ -596,23 +614,21 @@ static void test_responses(void)
 				 .opcode = IBV_WR_RDMA_READ,
 				 .send_flags = IBV_SEND_SIGNALED},
 			   *bw;
-	peer_expect_nothing();
+	peer_expect_nothing(NULL);
 	wr.wr.rdma.remote_addr = 0x10000;
 	wr.wr.rdma.rkey = 0x1234;
 	memset(buf, 0, 64);
 
 	/* READ response */
 	CHECK_OK(ibv_post_send(qp, &wr, &bw));
-	peer_recv(qp, &req, d, sizeof(d));
-	CHECK_EQ(req.opcode, SWV_OP_RC | SWV_OP_READ_REQUEST);
-	CHECK_EQ(req.psn, 0);
+	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_READ_REQUEST, 0);
 	uint8_t data[8] = {9, 8, 7, 6, 5, 4, 3, 2};
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_READ_RESP_ONLY,
 			     .psn = 0,
 			     .aeth_syndrome = AETH_ACK,
 			     .aeth_msn = 1,
 			     .paylen = sizeof(data)};
-	send_forgeries(qp, &p, data, buf_zero_resp);
+	send_forgeries(qp, &p, data, buf_zero_resp, &req);
 	peer_send(qp, &p, data, SEAL_RIGHT);
 	wc = wait_wc();
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
@@ -630,15 +646,13 @@ static void test_responses(void)
 	wr.wr.atomic.rkey = 0x1234;
 	wr.wr.atomic.compare_add = 5;
 	CHECK_OK(ibv_post_send(qp, &wr, &bw));
-	peer_recv(qp, &req, d, sizeof(d));
-	CHECK_EQ(req.opcode, SWV_OP_RC | SWV_OP_FETCH_ADD);
-	CHECK_EQ(req.psn, 1);
+	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_FETCH_ADD, 1);
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_ATOMIC_ACK,
 			     .psn = 1,
 			     .aeth_syndrome = AETH_ACK,
 			     .aeth_msn = 2,
 			     .atmack_orig = 0x0102030405060708ull};
-	send_forgeries(qp, &p, NULL, buf_zero_resp);
+	send_forgeries(qp, &p, NULL, buf_zero_resp, &req);
 	peer_send(qp, &p, NULL, SEAL_RIGHT);
 	wc = wait_wc();
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
@@ -655,17 +669,15 @@ static void test_responses(void)
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED};
 	CHECK_OK(ibv_post_send(qp, &wr, &bw));
-	peer_recv(qp, &req, d, sizeof(d));
-	CHECK_EQ(req.opcode, SWV_OP_RC | SWV_OP_SEND_ONLY);
-	CHECK_EQ(req.psn, 2);
+	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_SEND_ONLY, 2);
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_ACK,
 			     .psn = 2,
 			     .aeth_syndrome = AETH_ACCESS,
 			     .aeth_msn = 2};
-	send_forgeries(qp, &p, NULL, NULL);
+	send_forgeries(qp, &p, NULL, NULL, &req);
 	p.aeth_syndrome = AETH_ACK;
 	p.aeth_msn = 3;
-	send_forgeries(qp, &p, NULL, NULL);
+	send_forgeries(qp, &p, NULL, NULL, &req);
 	peer_send(qp, &p, NULL, SEAL_RIGHT);
 	wc = wait_wc();
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
