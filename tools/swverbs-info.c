@@ -100,6 +100,9 @@ static int print_device(struct ibv_device *dev, int verbose)
 	printf("\t%-24s%s\n", "presentation:",
 	       cfg.link == SWV_DEVICE_LINK_IB ? "ib (LID = host part of the address)"
 					      : "roce (RoCEv2 GID ::ffff:address)");
+	printf("\t%-24s%s\n", "packet check:",
+	       (cfg.flags & SWV_DEVICE_CFG_AUTH) ? "MAC (authenticated mode, per-pair keys)"
+						 : "CRC-32");
 
 	struct ibv_context *ctx = ibv_open_device(dev);
 	if (!ctx) {

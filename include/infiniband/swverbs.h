@@ -96,6 +96,9 @@ struct ibv_comp_cntr *swv_create_comp_cntr_ext(struct ibv_context *context,
 					       struct swv_comp_cntr_init_attr_ext *attr);
 
 /* How a swverbs device was configured (for swverbs-info and diagnostics). */
+/* swv_device_config.flags */
+#define SWV_DEVICE_CFG_AUTH 0x1 /* authenticated wire mode: packets end in a MAC */
+
 enum swv_device_link {
 	SWV_DEVICE_LINK_IB = 0,   /* InfiniBand-style port: LIDs, GID fe80::<guid> */
 	SWV_DEVICE_LINK_ROCE = 1, /* RoCEv2-style port: Ethernet link layer, ::ffff:a.b.c.d */
@@ -108,7 +111,7 @@ struct swv_device_config {
 	uint32_t link;           /* enum swv_device_link */
 	uint32_t mtu_bytes;      /* active MTU */
 	uint32_t max_cntrs;      /* completion counters per context */
-	uint32_t reserved;       /* 0 */
+	uint32_t flags;		 /* SWV_DEVICE_CFG_* */
 	uint64_t cntr_max_value; /* counters wrap at cntr_max_value + 1 */
 };
 

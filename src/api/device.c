@@ -82,5 +82,6 @@ SWV_EXPORT int swv_query_device_config(struct ibv_device *device, struct swv_dev
 	cfg->mtu_bytes = dc->mtu_bytes;
 	cfg->max_cntrs = dc->max_cntrs;
 	cfg->cntr_max_value = dc->cntr_max_value;
+	cfg->flags = dc->auth ? SWV_DEVICE_CFG_AUTH : 0;
 	return 0;
 }

@@ -161,6 +161,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
 	qp->attr.cap = cap;
 	swv_req_reset(qp);
+	swv_auth_qp_init(&qp->auth, ctx->cfg->auth ? ctx->cfg->auth_key : NULL, ctx->cfg->addr,
+			 qp->type == IBV_QPT_UD);
 
 	/* Everything the progress thread may look at is initialised: publish. */
 	rc = swv_ctx_qpn_alloc(ctx, qp, &qp->qpn, &qp->ep);
@@ -233,6 +235,9 @@ int swv_qp_destroy(struct swv_qp *qp)
 			"fault), %llu of them faulted",
 			qp->qpn, (unsigned long long)qp->resp.stats.remote_refused,
 			(unsigned long long)qp->resp.stats.remote_faults);
+	if (qp->auth.on)
+		swv_log(SWV_LOG_DEBUG, "qp %#x: %llu packets refused for a missing or wrong MAC",
+			qp->qpn, (unsigned long long)atomic_load(&qp->auth.rx_bad));
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);
@@ -418,7 +423,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		/* UC credit / probe from the connected peer (transport/flowctl.h) */
 		if (qp->type != IBV_QPT_UC || !same_peer(src, &qp->peer) || !takes_requests(st))
 			goto drop;
-		if (!pkey_ok(qp, pkt))
+		if (!swv_auth_rx_ok(&qp->auth, pkt, src) || !pkey_ok(qp, pkt))
 			return;
 		if (swv_fc_rx_control(qp, pkt))
 			swv_req_run(qp);
@@ -444,7 +449,7 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 	default:
 		goto drop;
 	}
-	if (!pkey_ok(qp, pkt))
+	if (!swv_auth_rx_ok(&qp->auth, pkt, src) || !pkey_ok(qp, pkt))
 		return;
 	if (request) {
 		if (!takes_requests(st))

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/completion.h"
+#include "transport/auth.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
 #include "transport/responder.h"
@@ -122,6 +123,7 @@ struct swv_qp {
 	struct sockaddr_in peer;   /* RC/UC: resolved from the AV at INIT->RTR (port from dest QPN) */
 	uint32_t mtu;              /* path MTU in bytes */
 	uint16_t pkey;             /* the port's P_Key at attr.pkey_index: sent and checked */
+	struct swv_auth_qp auth;   /* authenticated mode: MAC keys (transport/auth.h) */
 
 	struct swv_wq sq;
 	struct swv_wq rq;          /* unused (no slots) when srq != NULL */

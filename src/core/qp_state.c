@@ -321,6 +321,8 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	}
 
 	apply_values(qp, attr, mask, &peer);
+	if (next == IBV_QPS_RTR || (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)))
+		swv_auth_qp_attach(&qp->auth, qp->qpn, &qp->peer, qp->attr.dest_qp_num);
 
 	if (next == cur && next != IBV_QPS_SQD)
 		goto out;

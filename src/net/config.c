@@ -89,6 +89,49 @@ static bool parse_pkeys(char *s, struct swv_dev_config *d)
 	return n > 0;
 }
 
+/* Exactly 32 hexadecimal digits ("0x" optional): the 16 bytes of the secret, first
+ * byte first. Shorter secrets are refused rather than stretched: the MAC is only as
+ * strong as the key. */
+static bool parse_auth_key(const char *s, uint8_t out[SWV_AUTH_SECRET_LEN])
+{
+	if (!s)
+		return false;
+	if (!strncmp(s, "0x", 2) || !strncmp(s, "0X", 2))
+		s += 2;
+	if (strlen(s) != 2 * SWV_AUTH_SECRET_LEN ||
+	    strspn(s, "0123456789abcdefABCDEF") != strlen(s))
+		return false;
+	for (unsigned i = 0; i < SWV_AUTH_SECRET_LEN; i++) {
+		char byte[3] = {s[2 * i], s[2 * i + 1], '\0'};
+		out[i] = (uint8_t)strtoul(byte, NULL, 16);
+	}
+	return true;
+}
+
+/* A key file holds the 32 digits, optionally surrounded by white space and followed by
+ * '#' comment lines; nothing else. */
+static int read_auth_key_file(const char *path, uint8_t out[SWV_AUTH_SECRET_LEN])
+{
+	char text[256];
+	FILE *f = path && *path ? fopen(path, "re") : NULL;
+
+	if (!f)
+		return path && *path ? errno : EINVAL;
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	bool more = !feof(f);
+	int err = ferror(f) ? EIO : 0;
+	fclose(f);
+	if (err)
+		return err;
+	if (more)
+		return EINVAL;
+	text[n] = '\0';
+	char *hash = strchr(text, '#');
+	if (hash)
+		*hash = '\0';
+	return parse_auth_key(trim(text), out) ? 0 : EINVAL;
+}
+
 static bool valid_name(const char *n)
 {
 	if (!*n)
@@ -102,7 +145,15 @@ static bool valid_name(const char *n)
 
 static int bad(const char *spec, const char *why)
 {
-	swv_log(SWV_LOG_ERR, "config: device spec \"%s\": %s", spec, why);
+	/* A secret never goes to the log: the value of auth_key= is blotted out. */
+	char shown[SPEC_MAX + 1];
+	snprintf(shown, sizeof(shown), "%s", spec);
+	for (char *k = strstr(shown, "auth_key="); k; k = strstr(k, "auth_key=")) {
+		k += strlen("auth_key=");
+		for (; *k && *k != ','; k++)
+			*k = '*';
+	}
+	swv_log(SWV_LOG_ERR, "config: device spec \"%s\": %s", shown, why);
 	return EINVAL;
 }
 
@@ -110,7 +161,7 @@ int swv_config_parse_spec(const char *spec, struct swv_dev_config *out)
 {
 	char buf[SPEC_MAX + 1], errbuf[160];
 	bool have_link = false, have_mtu = false, have_cntrs = false, have_bits = false;
-	bool have_prefix = false, have_pkeys = false;
+	bool have_prefix = false, have_pkeys = false, have_auth = false;
 	uint64_t v;
 
 	if (!spec || !out)
@@ -203,6 +254,26 @@ int swv_config_parse_spec(const char *spec, struct swv_dev_config *out)
 				return bad(spec,
 					   "pkeys must be 1..16 distinct hexadecimal P_Keys "
 					   "K[:K...] with a non-zero partition (low 15 bits)");
+		} else if (!strcmp(opt, "auth_key") || !strcmp(opt, "auth_key_file")) {
+			if (have_auth)
+				return bad(spec, "auth_key/auth_key_file given twice");
+			have_auth = true;
+			if (opt[8] == '\0') {
+				if (!parse_auth_key(val, d.auth_key))
+					return bad(
+					    spec,
+					    "auth_key must be 32 hexadecimal digits (128 bits)");
+			} else {
+				int err = read_auth_key_file(val, d.auth_key);
+				if (err) {
+					snprintf(errbuf, sizeof(errbuf), "auth_key_file: %s",
+						 err == EINVAL ? "must hold 32 hexadecimal digits "
+								 "(128 bits) and nothing else"
+							       : strerror(err));
+					return bad(spec, errbuf);
+				}
+			}
+			d.auth = true;
 		} else {
 			snprintf(errbuf, sizeof(errbuf), "unknown option \"%s\"", opt);
 			return bad(spec, errbuf);

@@ -6,6 +6,7 @@
  * then SWVERBS_DEVICES="<spec>;<spec>...". With neither, one device "swv0" on
  * 127.0.0.1/8, IB link layer. Spec syntax (see docs/configuration.md):
  *   name=ipv4[/prefix][,ib|roce][,mtu=256..4096][,max_cntrs=N][,cntr_bits=K][,pkeys=K[:K...]]
+ *       [,auth_key=<32 hex digits>|,auth_key_file=<path>]
  */
 #ifndef SWV_NET_CONFIG_H
 #define SWV_NET_CONFIG_H
@@ -17,6 +18,7 @@
 #define SWV_DEFAULT_MAX_CNTRS  4096
 #define SWV_MAX_PKEYS          16     /* longest P_Key table a port can be given */
 #define SWV_PKEY_FULL_DEFAULT  0xffff /* the default partition, full member */
+#define SWV_AUTH_SECRET_LEN    16     /* bytes of the auth_key secret (SipHash key) */
 
 enum swv_link_layer {
 	SWV_LINK_IB,  /* LID routed, IB link layer; GID = fe80::<port guid> */
@@ -35,6 +37,10 @@ struct swv_dev_config {
 	 * no duplicates. Default: one entry, 0xffff. */
 	uint16_t pkeys[SWV_MAX_PKEYS];
 	uint8_t npkeys;
+	/* Authenticated wire mode (docs/wire.md): a 128-bit secret shared with the peers;
+	 * every packet's trailer is then a MAC under a per-pair key derived from it. */
+	bool auth;
+	uint8_t auth_key[SWV_AUTH_SECRET_LEN];
 };
 
 struct swv_config {

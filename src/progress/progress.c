@@ -95,7 +95,7 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		return;
 	}
 	stat_inc(&pr->rx_packets);
-	rc = swv_pkt_parse(rp->buf, rp->len, &pkt);
+	rc = swv_pkt_parse_ex(rp->buf, rp->len, ctx->cfg->auth, &pkt);
 	if (rc) {
 		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
 		return;

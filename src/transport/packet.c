@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "transport/auth.h"
 #include "transport/crc.h"
 #include "transport/opcode.h"
 
@@ -60,6 +61,19 @@ static inline uint64_t get_be64(const uint8_t *p)
 static inline uint8_t pad_for(uint32_t paylen)
 {
 	return (uint8_t)((0u - paylen) & 3u);
+}
+
+static void put_trailer(uint8_t *t, uint32_t v)
+{
+	t[0] = (uint8_t)v;
+	t[1] = (uint8_t)(v >> 8);
+	t[2] = (uint8_t)(v >> 16);
+	t[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_trailer(const uint8_t *t)
+{
+	return (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
 }
 
 /* CRC over the headers with BTH byte 4 replaced by 0xff, as the ICRC masks it. */
@@ -174,10 +188,7 @@ size_t swv_pkt_crc_finish(uint32_t crc, uint32_t paylen, uint8_t *tail)
 	crc = swv_crc32(crc, zero_pad, pad);
 	memset(tail, 0, pad);
 	/* Least-significant byte first, like rxe's ICRC. */
-	tail[pad + 0] = (uint8_t)crc;
-	tail[pad + 1] = (uint8_t)(crc >> 8);
-	tail[pad + 2] = (uint8_t)(crc >> 16);
-	tail[pad + 3] = (uint8_t)(crc >> 24);
+	put_trailer(tail + pad, crc);
 	return (size_t)pad + SWV_CRC_LEN;
 }
 
@@ -194,20 +205,71 @@ size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payloa
 	return swv_pkt_crc_finish(crc, paylen, tail);
 }
 
+/* SipHash state after the headers, BTH byte 4 masked as for the CRC. */
+static void mac_hdr(struct swv_siphash *s, const struct swv_sip_key *key, const uint8_t *hdr,
+		    size_t hdr_len)
+{
+	uint8_t bth[SWV_BTH_LEN];
+
+	memcpy(bth, hdr, SWV_BTH_LEN);
+	bth[4] = BTH_BYTE4_MASK;
+	swv_siphash_init(s, key);
+	swv_siphash_update(s, bth, SWV_BTH_LEN);
+	swv_siphash_update(s, hdr + SWV_BTH_LEN, hdr_len - SWV_BTH_LEN);
+}
+
+size_t swv_pkt_build_tail_mac(const struct swv_sip_key *key, const uint8_t *hdr, size_t hdr_len,
+			      const void *payload, uint32_t paylen, uint8_t *tail)
+{
+	uint32_t crc;
+	struct swv_siphash s;
+
+	if (!key)
+		return swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	if (!tail || (paylen && !payload))
+		return 0;
+	if (swv_pkt_crc_begin(hdr, hdr_len, paylen, &crc)) /* validation only */
+		return 0;
+	uint8_t pad = pad_for(paylen);
+	mac_hdr(&s, key, hdr, hdr_len);
+	swv_siphash_update(&s, payload, paylen);
+	swv_siphash_update(&s, zero_pad, pad);
+	memset(tail, 0, pad);
+	put_trailer(tail + pad, (uint32_t)swv_siphash_final(&s));
+	return (size_t)pad + SWV_CRC_LEN;
+}
+
+bool swv_pkt_mac_ok(const struct swv_sip_key *key, const uint8_t *buf, size_t len)
+{
+	struct swv_siphash s;
+
+	if (!key || !buf || len < SWV_BTH_LEN + SWV_CRC_LEN)
+		return false;
+	mac_hdr(&s, key, buf, SWV_BTH_LEN);
+	swv_siphash_update(&s, buf + SWV_BTH_LEN, len - SWV_BTH_LEN - SWV_CRC_LEN);
+	uint32_t tag = (uint32_t)swv_siphash_final(&s);
+	return tag == get_trailer(buf + len - SWV_CRC_LEN);
+}
+
 int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out)
+{
+	return swv_pkt_parse_ex(buf, len, false, out);
+}
+
+int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *out)
 {
 	if (!buf || !out || len < SWV_BTH_LEN + SWV_CRC_LEN)
 		return EINVAL;
 
 	/* Integrity first: a corrupted datagram is reported as such (EBADMSG) whatever
-	 * the corruption made its headers look like. */
-	const uint8_t *c = buf + len - SWV_CRC_LEN;
-	uint32_t stored = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
-			  (uint32_t)c[3] << 24;
-	uint32_t crc = crc_masked_hdr(buf, SWV_BTH_LEN);
-	crc = swv_crc32(crc, buf + SWV_BTH_LEN, len - SWV_BTH_LEN - SWV_CRC_LEN);
-	if (crc != stored)
-		return EBADMSG;
+	 * the corruption made its headers look like. A MAC is the QP's to check. */
+	if (!mac) {
+		uint32_t stored = get_trailer(buf + len - SWV_CRC_LEN);
+		uint32_t crc = crc_masked_hdr(buf, SWV_BTH_LEN);
+		crc = swv_crc32(crc, buf + SWV_BTH_LEN, len - SWV_BTH_LEN - SWV_CRC_LEN);
+		if (crc != stored)
+			return EBADMSG;
+	}
 
 	/* Headers and payload+pad are whole 32-bit words. */
 	if (len & 3)
@@ -285,6 +347,8 @@ int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out)
 		return EINVAL;
 	p.payload = buf + hdr_len;
 	p.paylen = (uint32_t)(body - pad);
+	p.wire = buf;
+	p.wire_len = (uint32_t)len;
 	*out = p;
 	return 0;
 }

@@ -64,6 +64,13 @@ struct swv_pkt {
 
 	const uint8_t *payload;
 	uint32_t paylen; /* excludes pad */
+
+	/* Parse: the whole datagram, for the QP's MAC check in authenticated mode. */
+	const uint8_t *wire;
+	uint32_t wire_len;
+	/* Send (swv_txrun_add): the MAC key of the packet, NULL for a CRC trailer.
+	 * Ignored by swv_pkt_build_hdr. */
+	const struct swv_sip_key *mac_key;
 };
 
 /* Validate and parse a received datagram. Checks, in order: length >= BTH + CRC, the
@@ -75,6 +82,11 @@ struct swv_pkt {
  * Not checked here (the QP's job): transport prefix vs QP type, P_Key, PSN, Q_Key,
  * payload size vs PMTU, AETH syndrome meaning. */
 int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out);
+
+/* As swv_pkt_parse; with mac set (a device in authenticated mode, docs/wire.md) the
+ * trailer is a MAC, which only the QP can check (swv_pkt_mac_ok with the key of the
+ * pair): the CRC is not checked, everything else is. */
+int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *out);
 
 /* Write BTH + the opcode's extension headers from *p into hdr (>= SWV_MAX_HDR_LEN).
  * padcnt is computed from p->paylen (p->padcnt and p->flags are ignored); TVer and BTH
@@ -90,6 +102,15 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p);
  * not the opcode's header length, PadCnt in hdr not matching paylen). */
 size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payload,
 			  uint32_t paylen, uint8_t *tail);
+
+struct swv_sip_key;
+/* Authenticated mode: as swv_pkt_build_tail, but the 32-bit trailer is the low half
+ * of SipHash-2-4 under key over what the CRC covers (BTH byte 4 masked), stored
+ * least-significant byte first. key NULL: the CRC, exactly swv_pkt_build_tail. */
+size_t swv_pkt_build_tail_mac(const struct swv_sip_key *key, const uint8_t *hdr, size_t hdr_len,
+			      const void *payload, uint32_t paylen, uint8_t *tail);
+/* Whether the datagram buf[0..len) (len >= BTH + trailer) ends in the MAC under key. */
+bool swv_pkt_mac_ok(const struct swv_sip_key *key, const uint8_t *buf, size_t len);
 
 /*
  * Scatter-gather form of swv_pkt_build_tail, for a payload gathered from several SGEs

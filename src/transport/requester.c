@@ -369,6 +369,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		struct swv_pkt p;
 		memset(&p, 0, sizeof(p));
 		p.pkey = qp->pkey;
+		p.mac_key = swv_auth_tx_key(&qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num;
 		p.psn = swv_psn_add(psn, k - r->cur_pkt);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);

@@ -116,6 +116,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		memset(&p, 0, sizeof(p));
 		p.opcode = SWV_OP_RC | read_resp_op(k, n, fresh);
 		p.pkey = qp->pkey;
+		p.mac_key = swv_auth_tx_key(&qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 		p.psn = swv_psn_add(psn, k);
 		p.aeth_syndrome = SWV_AETH_ACK;

@@ -82,7 +82,7 @@ bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 	size_t hlen = swv_pkt_build_hdr(hdr, p);
 	if (!hlen)
 		return false;
-	size_t tlen = swv_pkt_build_tail(hdr, hlen, p->payload, p->paylen, tail);
+	size_t tlen = swv_pkt_build_tail_mac(p->mac_key, hdr, hlen, p->payload, p->paylen, tail);
 	if (!tlen)
 		return false;
 	size_t w = hlen + p->paylen + tlen;

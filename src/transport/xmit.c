@@ -16,7 +16,9 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	if (swv_unlikely(to->sin_port == 0))
 		return 0;
 	uint8_t tail[8];
-	size_t tail_len = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	struct swv_sip_key ud_key;
+	size_t tail_len = swv_pkt_build_tail_mac(swv_auth_tx_key(&qp->auth, to, hdr, &ud_key), hdr,
+						 hdr_len, payload, paylen, tail);
 	/* Gathered straight from the caller's buffers: no copy of the payload. */
 	struct iovec iov[3];
 	int n = 0;

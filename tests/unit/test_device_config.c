@@ -11,7 +11,9 @@ int main(void)
 {
 	/* Two devices: the configuration is read once, at the first device list. */
 	setenv("SWVERBS_DEVICES",
-	       "swv0=127.0.0.1/8;swr0=127.0.0.2/8,roce,mtu=1024,max_cntrs=7,cntr_bits=12", 1);
+	       "swv0=127.0.0.1/8;swr0=127.0.0.2/8,roce,mtu=1024,max_cntrs=7,cntr_bits=12,"
+	       "auth_key=00112233445566778899aabbccddeeff",
+	       1);
 	unsetenv("SWVERBS_CONFIG");
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
@@ -25,7 +27,7 @@ int main(void)
 	CHECK_EQ(c.prefix_len, 8);
 	CHECK_EQ(c.link, SWV_DEVICE_LINK_IB);
 	CHECK_EQ(c.cntr_max_value, (long long)UINT64_MAX);
-	CHECK_EQ(c.reserved, 0);
+	CHECK_EQ(c.flags, 0); /* no secret */
 
 	CHECK_OK(swv_query_device_config(list[1], &c, sizeof(c)));
 	CHECK_EQ(c.ipv4, inet_addr("127.0.0.2"));
@@ -33,6 +35,9 @@ int main(void)
 	CHECK_EQ(c.mtu_bytes, 1024);
 	CHECK_EQ(c.max_cntrs, 7);
 	CHECK_EQ(c.cntr_max_value, (1 << 12) - 1);
+	CHECK_EQ(c.flags, SWV_DEVICE_CFG_AUTH);
+	for (size_t i = 0; i + 4 <= sizeof(c); i++) /* the secret is not in there */
+		CHECK(memcmp((char *)&c + i, "\x00\x11\x22\x33", 4) != 0);
 
 	/* A larger caller structure: the tail is zeroed, the call succeeds. */
 	unsigned char big[sizeof(c) + 16];
