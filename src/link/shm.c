@@ -387,6 +387,22 @@ struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockadd
 	return p;
 }
 
+/* After publishing a tail: ring only a receiver that said it sleeps (see swv_shm_arm
+ * for the other half). */
+static void ring_if_sleeping(struct swv_shm_port *sp, struct swv_shm_peer *p)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&p->hdr->sleeping, memory_order_relaxed) &&
+	    atomic_exchange(&p->hdr->sleeping, 0)) {
+		struct sockaddr_in to = {.sin_family = AF_INET};
+		to.sin_addr.s_addr = htonl((uint32_t)(p->key >> 16));
+		to.sin_port = htons((uint16_t)p->key);
+		(void)sendto(sp->fd, doorbell, sizeof(doorbell), MSG_DONTWAIT | MSG_NOSIGNAL,
+			     (struct sockaddr *)&to, sizeof(to));
+		stat_add(&sp->doorbells_sent, 1);
+	}
+}
+
 /* Copy len bytes from the iov cursor (*vi, *voff) to dst. */
 static void iov_copy(uint8_t *dst, const struct iovec *iov, int *vi, size_t *voff, size_t len)
 {
@@ -477,19 +493,21 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 	atomic_store_explicit(&p->slot->tail, pos, memory_order_release);
 	pthread_mutex_unlock(&p->lock);
 	stat_add(&sp->tx_pkts, nseg);
-
-	/* Ring only a receiver that said it sleeps (see swv_shm_arm for the other half). */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&p->hdr->sleeping, memory_order_relaxed) &&
-	    atomic_exchange(&p->hdr->sleeping, 0)) {
-		struct sockaddr_in to = {.sin_family = AF_INET};
-		to.sin_addr.s_addr = htonl((uint32_t)(p->key >> 16));
-		to.sin_port = htons((uint16_t)p->key);
-		(void)sendto(sp->fd, doorbell, sizeof(doorbell), MSG_DONTWAIT | MSG_NOSIGNAL,
-			     (struct sockaddr *)&to, sizeof(to));
-		stat_add(&sp->doorbells_sent, 1);
-	}
+	ring_if_sleeping(sp, p);
 	return 0;
+}
+
+void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p)
+{
+	pthread_mutex_lock(&p->lock);
+	uint8_t *ring = atomic_load(&p->ring);
+	uint32_t hdr[2] = {SWV_SHM_RING_BYTES, 0};
+	uint64_t pos = rec_place(p->tail, 64, &(bool){false});
+	memcpy(ring + (pos & (SWV_SHM_RING_BYTES - 1)), hdr, sizeof(hdr));
+	p->tail = pos + 64;
+	atomic_store_explicit(&p->slot->tail, p->tail, memory_order_release);
+	pthread_mutex_unlock(&p->lock);
+	ring_if_sleeping(sp, p);
 }
 
 int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)

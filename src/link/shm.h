@@ -72,6 +72,10 @@ bool swv_shm_arm(struct swv_shm_port *sp, bool on);
 /* Whether a datagram received on the UDP socket is a doorbell (to be discarded). */
 bool swv_shm_is_doorbell(const uint8_t *buf, size_t len);
 
+/* Test hook, internal (unit tests only): publish on p's ring (sp: the sender's port) a record whose
+ * length word claims more than the ring holds, as a broken or hostile sender could. */
+void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p);
+
 /* Statistics (any thread; relaxed). */
 struct swv_shm_stats {
 	uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
