@@ -80,6 +80,8 @@ static const char *map(const char *path, char *buf)
 		if (!p)                                                                            \
 			return -1;                                                                 \
 		resolve_##name();                                                                  \
+		if (!REAL(name))                                                                   \
+			return errno = ENOSYS, -1;                                                 \
 		return REAL(name)(p, flags, mode);                                                 \
 	}
 WRAP_OPEN(open)
@@ -96,6 +98,8 @@ WRAP_OPEN(open64)
 		if (!p)                                                                            \
 			return -1;                                                                 \
 		resolve_##name();                                                                  \
+		if (!REAL(name))                                                                   \
+			return errno = ENOSYS, -1;                                                 \
 		return REAL(name)(dirfd, p, flags, mode);                                          \
 	}
 WRAP_OPENAT(openat)
@@ -111,6 +115,8 @@ WRAP_OPENAT(openat64)
 		if (!p)                                                                            \
 			return err;                                                                \
 		resolve_##name();                                                                  \
+		if (!REAL(name))                                                                   \
+			return errno = ENOSYS, err;                                                \
 		return REAL(name)(ARGS);                                                           \
 	}
 #define P(...) __VA_ARGS__
