@@ -1,7 +1,8 @@
 /*
  * The sysfs view of swverbs devices (src/api/sysfs_tree.c): which paths are mapped onto
  * the generated tree and which are left alone, what the tree's files say for an IB-style
- * and a RoCE-style device, and that the tree is private to the user.
+ * and a RoCE-style device, that the tree is private to the user, and that processes
+ * building it at once agree on one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/sysfs_tree.h"
@@ -59,6 +61,44 @@ int main(void)
 	CHECK(strcmp(list[1]->dev_name, "uverbs-swr0") == 0);
 	CHECK(strcmp(list[0]->dev_path, "/sys/class/infiniband_verbs/uverbs-swv0") == 0);
 
+	/* Processes of one configuration building at once agree on one tree and leave no
+	 * half-built one behind (each builds under a temporary name and renames it). */
+	enum { KIDS = 4 };
+	int fds[2];
+	CHECK_OK(pipe(fds));
+	for (int k = 0; k < KIDS; k++) {
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			const char *r = swv_sysfs_root();
+			char line[PATH_MAX + 1];
+			int len = snprintf(line, sizeof(line), "%s\n", r ? r : "NULL");
+			_exit(write(fds[1], line, (size_t)len) == len ? 0 : 1);
+		}
+	}
+	close(fds[1]);
+	for (int k = 0; k < KIDS; k++) {
+		int status;
+		CHECK(wait(&status) > 0);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	FILE *kids = fdopen(fds[0], "r");
+	CHECK_PTR(kids);
+	char first[PATH_MAX + 1] = "", line[PATH_MAX + 1];
+	int nlines = 0;
+	while (fgets(line, sizeof(line), kids)) {
+		CHECK(strcmp(line, "NULL\n") != 0);
+		if (!nlines++)
+			snprintf(first, sizeof(first), "%s", line);
+		CHECK(strcmp(line, first) == 0);
+	}
+	fclose(kids);
+	CHECK_EQ(nlines, KIDS);
+	char cmd0[PATH_MAX + 64];
+	snprintf(cmd0, sizeof(cmd0), "test -z \"$(ls -A %s/swverbs | grep -v '^sys-')\"", xdg);
+	CHECK_EQ(system(cmd0), 0);
+	first[strlen(first) - 1] = '\0';
+
 	/* Paths that are not ours stay where they are, and nothing is built for them. */
 	const char *keep[] = {"/sys/class/net/lo",
 			      "/sys/class/infiniband_foo",
@@ -96,6 +136,7 @@ int main(void)
 	memcpy(root, out, rl);
 	root[rl] = '\0';
 	CHECK(strcmp(root, swv_sysfs_root()) == 0);
+	CHECK(strcmp(root, first) == 0);	      /* the tree the children built */
 	CHECK_EQ(strncmp(root, xdg, strlen(xdg)), 0); /* in $XDG_RUNTIME_DIR/swverbs/ */
 	CHECK_EQ(redirect("/sys/class/infiniband/"), 1);
 	CHECK(strncmp(out, root, rl) == 0 && strcmp(out + rl, "/class/infiniband") == 0);
