@@ -32,13 +32,14 @@ static void build_device(struct swv_device *d, const struct swv_dev_config *cfg,
 	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%s", cfg->name);
 	/* Not the kernel's "uverbs<N>": a name no real adapter's node can have, since
 	 * /dev/infiniband/<dev_name> is what UCX checks (src/api/sysfs_tree.c). */
+	char uv[sizeof(d->ibdev.dev_name)];
 	if (strlen(cfg->name) <= 56)
-		snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs-%.56s", cfg->name);
+		snprintf(uv, sizeof(uv), "uverbs-%.56s", cfg->name);
 	else /* too long to fit whole: a prefix, made unique by the index */
-		snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs-%.48s~%u", cfg->name,
-			 idx % 100);
+		snprintf(uv, sizeof(uv), "uverbs-%.48s~%u", cfg->name, idx % 100);
+	memcpy(d->ibdev.dev_name, uv, sizeof(uv));
 	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path), "/sys/class/infiniband_verbs/%s",
-		 d->ibdev.dev_name);
+		 uv);
 	/* Served from the generated tree (src/api/sysfs_tree.c). */
 	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path), "/sys/class/infiniband/%s",
 		 cfg->name);
