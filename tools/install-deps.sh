@@ -10,6 +10,8 @@ if [ "${1:-build}" = test ]; then
 	       libclang-rt-14-dev clang man-db debootstrap)
 	# UCX and MPI over swverbs (tests/compat/test_ucx.sh, test_mpi.sh)
 	want+=(ucx-utils openmpi-bin libopenmpi-dev mpich libmpich-dev)
+	# anchors of the benchmarks (bench/bench_intrahost.sh)
+	want+=(sockperf libfabric-bin)
 fi
 missing=()
 for p in "${want[@]}"; do
