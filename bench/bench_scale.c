@@ -245,6 +245,7 @@ static void run_path(const char *path, unsigned nqps, int rounds, double secs)
 		r1[i] = write_rate(&s, &peer, 1, secs);
 		r64[i] = write_rate(&s, &peer, 64 < nqps ? 64 : nqps, secs);
 	}
+	long rss2 = rss_kib();
 	rc_xfer(WHO, sock, &go, 1, true);
 	qps_destroy(&s);
 	int st;
@@ -253,8 +254,8 @@ static void run_path(const char *path, unsigned nqps, int rounds, double secs)
 	qsort(r64, (size_t)rounds, sizeof(double), cmp_double);
 	double m1 = r1[rounds / 2], m64 = r64[rounds / 2];
 	printf("%-4s RSS: context alone %ld KiB, with %u connected RC QPs %ld KiB (+%.1f KiB per "
-	       "QP)\n",
-	       path, rss0, nqps, rss1, (double)(rss1 - rss0) / nqps);
+	       "QP), after the traffic %ld KiB\n",
+	       path, rss0, nqps, rss1, (double)(rss1 - rss0) / nqps, rss2);
 	printf("%-4s 8 B WRITE rate, 1 QP:   %10.0f msg/s (%.0f..%.0f)\n", path, m1, r1[0],
 	       r1[rounds - 1]);
 	printf("%-4s 8 B WRITE rate, 64 QPs: %10.0f msg/s (%.0f..%.0f)  64/1 = %.2fx  [>= 0.9]\n",
