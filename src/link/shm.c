@@ -582,23 +582,6 @@ void swv_shm_rx_release(struct swv_shm_port *sp)
 	sp->rx_dirty = 0;
 }
 
-static bool inbox_pending(struct shm_hdr *h)
-{
-	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
-	for (unsigned i = 0; i < nc && i < SWV_SHM_SLOTS; i++) {
-		struct shm_slot *s = slot_at(h, i);
-		if (atomic_load_explicit(&s->tail, memory_order_acquire) !=
-		    atomic_load_explicit(&s->head, memory_order_relaxed))
-			return true;
-	}
-	return false;
-}
-
-bool swv_shm_pending(const struct swv_shm_port *sp)
-{
-	return sp && inbox_pending(sp->inbox);
-}
-
 bool swv_shm_arm(struct swv_shm_port *sp, bool on)
 {
 	if (!sp)
@@ -610,7 +593,14 @@ bool swv_shm_arm(struct swv_shm_port *sp, bool on)
 	}
 	atomic_store(&h->sleeping, 1);
 	atomic_thread_fence(memory_order_seq_cst);
-	return inbox_pending(h);
+	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
+	for (unsigned i = 0; i < nc && i < SWV_SHM_SLOTS; i++) {
+		struct shm_slot *s = slot_at(h, i);
+		if (atomic_load_explicit(&s->tail, memory_order_acquire) !=
+		    atomic_load_explicit(&s->head, memory_order_relaxed))
+			return true;
+	}
+	return false;
 }
 
 bool swv_shm_is_doorbell(const uint8_t *buf, size_t len)

@@ -69,8 +69,6 @@ void swv_shm_rx_release(struct swv_shm_port *sp);
 /* Announce (on) or withdraw (off) that nobody will poll this inbox until a doorbell.
  * With on, returns true if a ring already holds packets (the caller must not sleep). */
 bool swv_shm_arm(struct swv_shm_port *sp, bool on);
-/* Whether a ring of the inbox holds packets (loads only; any thread may ask). */
-bool swv_shm_pending(const struct swv_shm_port *sp);
 /* Whether a datagram received on the UDP socket is a doorbell (to be discarded). */
 bool swv_shm_is_doorbell(const uint8_t *buf, size_t len);
 

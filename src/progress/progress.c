@@ -172,40 +172,6 @@ static bool shm_arm_all(struct swv_context *ctx, bool on)
 	return busy;
 }
 
-/* Before arming: a thread whose inboxes carried packets within the last SHM_SPIN_NS
- * polls them (loads only) until then, instead of sleeping at once. A stream's next
- * packet usually comes within microseconds, and a sleeping receiver costs its sender a
- * doorbell system call and itself a wake-up for every burst. Stops at the first packet,
- * at a kicked deadline before sleep_to, or at stop. Returns true when a ring holds
- * packets. */
-#define SHM_SPIN_NS 50000ull
-static bool shm_spin(struct swv_context *ctx, uint64_t last_ns, uint64_t sleep_to)
-{
-	struct swv_progress *pr = &ctx->progress;
-	struct swv_shm_port *sps[SWV_MAX_QP_PORTS];
-	unsigned n = 0;
-	uint64_t now = swv_now_ns();
-
-	if (!last_ns || now - last_ns >= SHM_SPIN_NS)
-		return false;
-	pthread_mutex_lock(&ctx->qp_lock);
-	for (unsigned i = 0; i < ctx->nports; i++)
-		if (ctx->ports[i]->ep.shm)
-			sps[n++] = ctx->ports[i]->ep.shm;
-	pthread_mutex_unlock(&ctx->qp_lock);
-	while (now - last_ns < SHM_SPIN_NS) {
-		for (unsigned i = 0; i < n; i++)
-			if (swv_shm_pending(sps[i]))
-				return true;
-		if (atomic_load(&pr->stop) || atomic_load(&pr->pending) < sleep_to ||
-		    atomic_load_explicit(&pr->drive_until, memory_order_relaxed) > now)
-			return false;
-		swv_cpu_relax();
-		now = swv_now_ns();
-	}
-	return false;
-}
-
 /* Enter/leave a unit of receive work (work_lock held): seq odd while inside. */
 static void work_begin(struct swv_progress *pr)
 {
@@ -376,7 +342,6 @@ static void *progress_main(void *arg)
 	struct swv_progress_rx *st = pr->rx;
 	uint64_t next = UINT64_MAX; /* earliest timer or kicked deadline */
 	bool muted = false;	    /* sockets out of the epoll set (mute_update) */
-	uint64_t last_shm_ns = 0;   /* when an iteration last took packets from an inbox */
 
 	for (;;) {
 		uint64_t sleep_to = mute_update(ctx, &muted, next);
@@ -395,9 +360,7 @@ static void *progress_main(void *arg)
 		/* Unmuted, the thread is the inboxes' only reader: ask senders for a doorbell
 		 * before sleeping (muted, a driver polls them and no doorbell is wanted). */
 		bool armed = !muted && !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
-		if (armed && shm_spin(ctx, last_shm_ns, sleep_to))
-			sleep_to = 0;
-		else if (armed && shm_arm_all(ctx, true))
+		if (armed && shm_arm_all(ctx, true))
 			sleep_to = 0;
 		int n = wait_events(pr, evs, sleep_to);
 		if (armed)
@@ -466,10 +429,8 @@ static void *progress_main(void *arg)
 			pthread_mutex_unlock(&ctx->qp_lock);
 			for (unsigned i = 0; i < np; i++)
 				got += (unsigned)rx_shm(ctx, eps[i], st, &pr->rx_calls_thread);
-			if (got) {
+			if (got)
 				rx_hot(pr, now);
-				last_shm_ns = now;
-			}
 		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, run_timers(ctx, st, now));

@@ -12,12 +12,6 @@
 #define SWV_MIN(a, b)                       ((a) < (b) ? (a) : (b))
 #define SWV_MAX(a, b)                       ((a) > (b) ? (a) : (b))
 /* Functions exported from libswverbs (listed in src/api/libswverbs.map). */
-/* A spin-wait pause (lets a sibling hyperthread run; no-op elsewhere). */
-#if defined(__x86_64__) || defined(__i386__)
-#define swv_cpu_relax() __builtin_ia32_pause()
-#else
-#define swv_cpu_relax() ((void)0)
-#endif
 #define SWV_EXPORT                          __attribute__((visibility("default")))
 
 #endif
