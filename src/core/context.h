@@ -16,7 +16,7 @@
 #include "core/device.h"
 #include "core/mr.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "net/netdev.h"
 #include "progress/progress.h"
 #include "util/list.h"

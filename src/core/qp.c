@@ -17,7 +17,7 @@
 #include "core/srq.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "progress/progress.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"

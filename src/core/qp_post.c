@@ -11,7 +11,7 @@
 #include "core/qp.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
 

@@ -18,7 +18,7 @@
 #include "core/context.h"
 #include "core/qp.h"
 #include "link/shm.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "progress/progress.h"
 #include "transport/packet.h"
 #include "util/clock.h"
