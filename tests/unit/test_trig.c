@@ -157,8 +157,7 @@ static void cq_empty(void)
 /* ---- a reader that sees the effect sees the count at the threshold ---- */
 
 struct reader {
-	struct ibv_comp_cntr *t;
-	volatile uint64_t *dst;
+	struct ibv_comp_cntr *t, *effect;
 	uint64_t thr;
 	_Atomic bool stop;
 	uint64_t seen_effect;
@@ -168,9 +167,10 @@ static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
 	while (!atomic_load(&r->stop)) {
-		/* Effect first, then the count: the effect happens after the count
+		/* Effect first (the triggered WRITE counted as done, which implies its
+		 * data placed), then the count: the effect happens after the count
 		 * reached the threshold, so having seen it the count must be there. */
-		uint64_t v = __atomic_load_n(r->dst, __ATOMIC_ACQUIRE);
+		uint64_t v = swvt_cntr_read(r->effect);
 		uint64_t c = swvt_cntr_read(r->t);
 		if (v != 0) {
 			CHECK(c >= r->thr);
@@ -189,7 +189,7 @@ static void test_fires_once_at_threshold(void)
 	uint64_t pattern = 0x1122334455667788ull;
 	memcpy(buf, &pattern, 8);
 
-	struct reader r = {.t = t, .dst = (volatile uint64_t *)(buf + 8), .thr = 5};
+	struct reader r = {.t = t, .effect = wc_cntr, .thr = 5};
 	pthread_t th;
 	CHECK_OK(pthread_create(&th, NULL, reader_main, &r));
 
