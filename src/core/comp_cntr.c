@@ -108,6 +108,7 @@ struct swv_comp_cntr *swv_comp_cntr_create(struct swv_context *ctx, enum ibv_com
 	}
 	memset(c, 0, sizeof(*c));
 	c->ibcntr.context = &ctx->vctx.context;
+	c->pr = &ctx->progress;
 	c->type = type;
 	c->max_value = ctx->cfg->cntr_max_value ? ctx->cfg->cntr_max_value : UINT64_MAX;
 	c->narrow = c->max_value != UINT64_MAX;

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "progress/progress.h"
 #include "util/compiler.h"
 #include "util/list.h"
 
@@ -46,6 +47,7 @@ struct swv_comp_cntr {
 	enum ibv_comp_cntr_type type;
 	bool narrow;                 /* max_value != UINT64_MAX: increments use a CAS loop */
 	bool app_memory;             /* values at application-supplied addresses */
+	struct swv_progress *pr;     /* the context's: a still read asks it first (read) */
 	/* futex waiters + 1 while the fd is in CHANGE or THRESH mode. The data path
 	 * loads it after each update and takes the slow notify path only when != 0. */
 	_Atomic uint32_t watchers;
@@ -131,7 +133,8 @@ static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool er
  * progress -- once it has stood still for SWV_CNTR_READ_STILL reads in a row, one
  * swv_progress_drive for the counter's context (which is also every attached QP's:
  * attach refuses a QP of another context). While the count moves a read is a load
- * and a compare; the pass costs nothing either when the context is idle. */
+ * and a compare; on an idle context (nothing in flight, nothing received lately) a
+ * still read is loads only, no store and no pass. */
 #define SWV_CNTR_READ_STILL 64
 uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err);
 static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
@@ -145,6 +148,10 @@ static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
 		atomic_store_explicit(still, 0, memory_order_relaxed);
 		return v;
 	}
+	/* Standing still with nothing in flight and nothing received lately: no pass
+	 * could be wanted (swv_progress_maybe_wanted), so the read stays loads only. */
+	if (!swv_progress_maybe_wanted(c->pr))
+		return v;
 	uint32_t s = atomic_load_explicit(still, memory_order_relaxed) + 1;
 	if (swv_likely(s < SWV_CNTR_READ_STILL)) {
 		atomic_store_explicit(still, s, memory_order_relaxed);

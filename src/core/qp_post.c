@@ -113,6 +113,8 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 		/* The application may reuse its buffers as soon as post returns. */
 		uint32_t off = 0;
 		for (int i = 0; i < wr->num_sge; i++) {
+			if (!wr->sg_list[i].length)
+				continue; /* UCX posts empty SGEs with addr 0: no memcpy from NULL */
 			memcpy(w->inline_data + off, (const void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
 			off += wr->sg_list[i].length;
