@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -663,6 +664,55 @@ static void test_concurrent(void)
 	CHECK_OK(ibv_destroy_comp_cntr(wc_cntr));
 }
 
+/* Cancel racing the increments: every operation either fired or was dropped, exactly
+ * once (x counts the fired counter ops, the ring the fired WRs). */
+#define NRACE 200
+
+struct racer {
+	struct ibv_comp_cntr *t;
+	_Atomic bool started;
+};
+
+static void *race_inc_main(void *arg)
+{
+	struct racer *r = arg;
+	atomic_store(&r->started, true);
+	for (int i = 0; i < 2 * NRACE; i++)
+		CHECK_OK(ibv_inc_comp_cntr(r->t, 1));
+	return NULL;
+}
+
+static void test_cancel_race(void)
+{
+	struct ibv_comp_cntr *t = cntr(), *x = cntr(), *wc_cntr = cntr();
+	struct ibv_qp *a, *b;
+	make_pair(&a, &b, NRACE + 8, wc_cntr);
+	uint32_t tail0 = sq_tail(a);
+	for (uint64_t k = 1; k <= NRACE; k++) {
+		CHECK_OK(swv_triggered_cntr_op(t, 2 * k, x, SWV_TRIG_CNTR_ADD, 1));
+		post_trig_write(a, t, 2 * k - 1, k, 0, 8, 0);
+	}
+	struct racer r = {.t = t};
+	pthread_t th;
+	CHECK_OK(pthread_create(&th, NULL, race_inc_main, &r));
+	while (!atomic_load(&r.started))
+		sched_yield();
+	uint64_t n = 0;
+	CHECK_OK(swv_cancel_triggered(t, &n));
+	CHECK_OK(pthread_join(th, NULL));
+	uint64_t fired_wr = sq_tail(a) - tail0, fired_op = swvt_cntr_read(x);
+	CHECK_EQ(fired_wr + fired_op + n, 2 * NRACE);
+	CHECK_EQ(held(a), 0);
+	/* what fired completes; what was dropped never counts */
+	CHECK_OK(swv_comp_cntr_wait(wc_cntr, fired_wr, TMO_MS));
+	CHECK_EQ(swvt_cntr_read(wc_cntr), fired_wr);
+	CHECK_EQ(swvt_cntr_read_err(wc_cntr), 0);
+	destroy_pair(a, b);
+	CHECK_OK(ibv_destroy_comp_cntr(t));
+	CHECK_OK(ibv_destroy_comp_cntr(x));
+	CHECK_OK(ibv_destroy_comp_cntr(wc_cntr));
+}
+
 int main(void)
 {
 	ctx = swvt_open_first_device();
@@ -684,6 +734,7 @@ int main(void)
 	test_errnos();
 	test_wait_many();
 	test_concurrent();
+	test_cancel_race();
 
 	swvt_dereg_buf(mr);
 	CHECK_OK(ibv_destroy_cq(cq));
