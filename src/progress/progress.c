@@ -17,6 +17,7 @@
 
 #include "core/context.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "link/shm.h"
 #include "link/endpoint.h"
 #include "progress/progress.h"
@@ -438,6 +439,9 @@ static void *progress_main(void *arg)
 		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
 		work_end(pr);
 		pthread_mutex_unlock(&pr->work_lock);
+		/* Triggers this iteration's completions made due (or that another thread
+		 * queued and kicked us for): issued outside every lock (core/trig.h). */
+		swv_trig_run(ctx);
 	}
 	return NULL;
 }
@@ -477,6 +481,7 @@ int swv_progress_assist(struct swv_context *ctx)
 		rx_hot(pr, swv_now_ns());
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
+	swv_trig_run(ctx); /* as the thread does after an iteration */
 	return done;
 }
 
