@@ -13,7 +13,7 @@
 #include "core/cq.h"
 #include "core/async.h"
 #include "core/qp.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/requester.h"
 
 struct swv_trig *swv_trig_alloc(size_t wqe_bytes)
