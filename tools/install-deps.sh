@@ -6,7 +6,7 @@
 set -u
 want=(cmake ninja-build gcc make pkg-config)
 if [ "${1:-build}" = test ]; then
-	want+=(libibverbs-dev ibverbs-utils perftest qperf python3-pyverbs tshark iproute2 gdb valgrind
+	want+=(libibverbs-dev ibverbs-utils perftest qperf python3-pyverbs rdmacm-utils librdmacm-dev tshark iproute2 gdb valgrind
 	       libclang-rt-14-dev clang)
 fi
 missing=()
