@@ -119,6 +119,9 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **idp, struct rdma_addrinfo *res,
 	if (rdma_create_id(NULL, &id, NULL, (enum rdma_port_space)res->ai_port_space))
 		return -1;
 	int rc;
+	/* The QP type comes from the address info, as librdmacm does it. */
+	if (qp_init_attr)
+		qp_init_attr->qp_type = (enum ibv_qp_type)res->ai_qp_type;
 	if (res->ai_flags & RAI_PASSIVE) {
 		rc = rdma_bind_addr(id, res->ai_src_addr);
 		if (!rc)
