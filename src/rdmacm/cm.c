@@ -31,6 +31,8 @@
 #define CM_KA_MISSED   10
 #define CM_ACK_TIMEOUT 16 /* 4.096 us * 2^16 = 268 ms */
 #define CM_MIN_RNR     12
+/* A port bound (or left by its listener) this recently may be about to listen. */
+#define CM_LISTEN_GRACE_MS 2000
 
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cm_cond = PTHREAD_COND_INITIALIZER;
@@ -380,6 +382,7 @@ static int sock_open_locked(const struct sockaddr_in *addr, struct cm_sock **out
 	getsockname(fd, (struct sockaddr *)&s->addr, &len);
 	s->fd = fd;
 	s->refs = 1;
+	s->grace_until = now_ms() + CM_LISTEN_GRACE_MS;
 	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 	epoll_ctl(cm_epfd, EPOLL_CTL_ADD, fd, &ev);
 	s->next = cm_socks;
@@ -766,8 +769,10 @@ static void id_destroy_locked(struct cm_id *id)
 	for (struct cm_id *c = cm_ids; c; c = c->next)
 		if (c->listen == id)
 			c->listen = NULL;
-	if (id->sock && id->sock->listener == id)
+	if (id->sock && id->sock->listener == id) {
 		id->sock->listener = NULL;
+		id->sock->grace_until = now_ms() + CM_LISTEN_GRACE_MS;
+	}
 	id_unlink_locked(id);
 	sock_put_locked(id->sock);
 	id->sock = NULL;
@@ -896,13 +901,28 @@ static int bind_locked(struct cm_id *id, const struct sockaddr_in *sin)
 			return ENODEV;
 	}
 	struct cm_sock *s = NULL;
-	int rc = sock_open_locked(sin, &s);
-	if (rc)
-		return rc;
+	/* The ids of one process share a port's socket: the connections a listener
+	 * accepted keep using it after the listener is gone, and the kernel lets a new
+	 * id bind that port again (perftest -R does). */
+	for (struct cm_sock *o = sin->sin_port ? cm_socks : NULL; o; o = o->next)
+		if (o->addr.sin_port == sin->sin_port &&
+		    (o->addr.sin_addr.s_addr == sin->sin_addr.s_addr ||
+		     o->addr.sin_addr.s_addr == htonl(INADDR_ANY))) {
+			s = o;
+			s->refs++;
+			break;
+		}
+	if (!s) {
+		int rc = sock_open_locked(sin, &s);
+		if (rc)
+			return rc;
+	}
 	id->sock = s;
 	id_set_dev(id, d);
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(&id->id.route.addr.src_sin, &s->addr, sizeof(s->addr));
+	if (d)
+		id->id.route.addr.src_sin.sin_addr = d->ip;
 	id->state = CM_BOUND;
 	return 0;
 }
@@ -1733,6 +1753,8 @@ static void on_req(struct cm_sock *s, const struct sockaddr_in *from, const stru
 			msg_send(c, &c->last, c->last_len);
 		return;
 	}
+	if (!l && now_ms() < s->grace_until)
+		return; /* bound and about to listen, or listening again: the REQ is resent */
 	if (!l || l->state != CM_LISTEN || ntohs(m->port_space) != (uint16_t)l->id.ps) {
 		reply_to(s, from, m, ud ? SWCM_SIDR_REP : SWCM_REJ,
 			 ud ? SWCM_SIDR_UNSUPPORTED : SWCM_REJ_INVALID_SERVICE_ID);

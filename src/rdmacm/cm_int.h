@@ -44,6 +44,7 @@ struct cm_sock {
 	int refs;
 	struct sockaddr_in addr; /* bound address */
 	struct cm_id *listener;
+	uint64_t grace_until; /* requests meeting no listener before this are dropped */
 	struct cm_sock *next;
 };
 
