@@ -1,7 +1,7 @@
 /*
  * swverbs librdmacm: rdma_getaddrinfo, the endpoint helpers (rdma_create_ep and
- * friends), SRQs on an id, and the rsockets entry points (not built: ENOSYS, except
- * rpoll/rselect, which pass ordinary descriptors through as librdmacm's do).
+ * friends), SRQs on an id, and the rsockets calls not built (riomap, riowrite,
+ * repoll_*: ENOSYS).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -265,7 +265,7 @@ CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *idp, struct rdma_addrinfo *
 	return 0;
 }
 
-/* ---- rsockets: not built ---------------------------------------------------------- */
+/* ---- rsockets: not built here (rsocket.c has the stream sockets) ------------------ */
 
 #define RS_NOSYS(decl)                                                                             \
 	CM_EXPORT decl                                                                             \
@@ -274,46 +274,9 @@ CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *idp, struct rdma_addrinfo *
 		return -1;                                                                         \
 	}
 
-RS_NOSYS(int rsocket(int domain, int type, int protocol))
-RS_NOSYS(int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen))
-RS_NOSYS(int rlisten(int socket, int backlog))
-RS_NOSYS(int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen))
-RS_NOSYS(int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen))
-RS_NOSYS(int rshutdown(int socket, int how))
-RS_NOSYS(int rclose(int socket))
-RS_NOSYS(ssize_t rrecv(int socket, void *buf, size_t len, int flags))
-RS_NOSYS(ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
-			   socklen_t *addrlen))
-RS_NOSYS(ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags))
-RS_NOSYS(ssize_t rsend(int socket, const void *buf, size_t len, int flags))
-RS_NOSYS(ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
-			 const struct sockaddr *dest_addr, socklen_t addrlen))
-RS_NOSYS(ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags))
-RS_NOSYS(ssize_t rread(int socket, void *buf, size_t count))
-RS_NOSYS(ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt))
-RS_NOSYS(ssize_t rwrite(int socket, const void *buf, size_t count))
-RS_NOSYS(ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt))
-RS_NOSYS(int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen))
-RS_NOSYS(int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen))
-RS_NOSYS(int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_t optlen))
-RS_NOSYS(int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen))
-RS_NOSYS(int rfcntl(int socket, int cmd, ...))
 RS_NOSYS(off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset))
 RS_NOSYS(int riounmap(int socket, void *buf, size_t len))
 RS_NOSYS(size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags))
 RS_NOSYS(int repoll_create(int size))
 RS_NOSYS(int repoll_ctl(int epfd, int op, int fd, void *event))
 RS_NOSYS(int repoll_wait(int epfd, void *events, int maxevents, int timeout))
-
-/* No rsocket exists, so every descriptor is an ordinary one (the rdmacm-utils call
- * rpoll on their own sockets). */
-CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
-{
-	return poll(fds, nfds, timeout);
-}
-
-CM_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
-		      struct timeval *timeout)
-{
-	return select(nfds, readfds, writefds, exceptfds, timeout);
-}
