@@ -715,7 +715,9 @@ static short rs_events(struct rs *r, short want)
 		ev |= POLLIN;
 	if (r->state == RS_CONNECTED && r->s_out < RS_NSEG)
 		ev |= POLLOUT;
-	if (r->eof)
+	/* Hang-up only once nothing is left to read: data that arrived before the
+	 * peer's disconnect is still delivered (rstream treats POLLHUP as an error). */
+	if (r->eof && !r->rq_n)
 		ev |= POLLHUP;
 	if (r->err)
 		ev |= POLLERR;
