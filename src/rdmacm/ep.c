@@ -1,7 +1,6 @@
 /*
  * swverbs librdmacm: rdma_getaddrinfo, the endpoint helpers (rdma_create_ep and
- * friends), SRQs on an id, and the rsockets calls not built (riomap, riowrite,
- * repoll_*: ENOSYS).
+ * friends), SRQs on an id, and the rsockets calls not built (repoll_*: ENOSYS).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -265,7 +264,7 @@ CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *idp, struct rdma_addrinfo *
 	return 0;
 }
 
-/* ---- rsockets: not built here (rsocket.c has the stream sockets) ------------------ */
+/* ---- rsockets calls not built (rsocket.c has the stream sockets) ------------------- */
 
 #define RS_NOSYS(decl)                                                                             \
 	CM_EXPORT decl                                                                             \
@@ -274,9 +273,6 @@ CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *idp, struct rdma_addrinfo *
 		return -1;                                                                         \
 	}
 
-RS_NOSYS(off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset))
-RS_NOSYS(int riounmap(int socket, void *buf, size_t len))
-RS_NOSYS(size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags))
 RS_NOSYS(int repoll_create(int size))
 RS_NOSYS(int repoll_ctl(int epfd, int op, int fd, void *event))
 RS_NOSYS(int repoll_wait(int epfd, void *events, int maxevents, int timeout))

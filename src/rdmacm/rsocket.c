@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -31,6 +33,7 @@
 #define RS_SEG	 65536
 #define RS_NSEG	 16
 #define RS_MAXFD 65536
+#define RS_NMAP	 8
 
 enum rs_state { RS_NEW, RS_LISTEN, RS_CONNECTED, RS_DEAD };
 
@@ -52,8 +55,23 @@ struct rs {
 	/* Completed receives not yet consumed, in order. */
 	int rq_idx[RS_NSEG], rq_len[RS_NSEG], rq_head, rq_n;
 	int cur_off; /* consumed bytes of the head receive */
+	/* riomap: local mappings (registered for remote WRITE) and the peer's. */
+	struct rs_map {
+		uint64_t off, len, addr;
+		uint32_t rkey;
+		struct ibv_mr *mr;
+	} lmap[RS_NMAP], rmap[RS_NMAP];
+	int nlmap, nrmap;
 	pthread_mutex_t lock;
 };
+
+/* The control message that announces a mapping to the peer (SEND with immediate
+ * RS_IMM_IOMAP; data SENDs carry no immediate). */
+struct rs_iomap_msg {
+	uint64_t off, len, addr;
+	uint32_t rkey;
+} __attribute__((packed));
+#define RS_IMM_IOMAP 1
 
 CM_EXPORT int rclose(int socket);
 
@@ -177,6 +195,9 @@ static void rs_free_resources(struct rs *r)
 {
 	if (r->id && r->id->qp)
 		rdma_destroy_qp(r->id);
+	for (int i = 0; i < r->nlmap; i++)
+		ibv_dereg_mr(r->lmap[i].mr);
+	r->nlmap = 0;
 	if (r->smr)
 		ibv_dereg_mr(r->smr);
 	if (r->rmr)
@@ -360,6 +381,26 @@ static void rs_reap_recv(struct rs *r)
 				if (!r->err && wc[i].status != IBV_WC_WR_FLUSH_ERR)
 					r->err = ECONNRESET;
 				r->eof = true;
+				continue;
+			}
+			if ((wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+			    ntohl(wc[i].imm_data) == RS_IMM_IOMAP) {
+				struct rs_iomap_msg m;
+				int idx = (int)wc[i].wr_id;
+				memcpy(&m, r->rbuf + (size_t)idx * RS_SEG, sizeof(m));
+				/* A new mapping at an offset replaces the old one there (riostream
+				 * maps its buffer again at offset 0 for every transfer size). */
+				int j = 0;
+				while (j < r->nrmap && r->rmap[j].off != m.off)
+					j++;
+				if (j < RS_NMAP) {
+					r->rmap[j] =
+					    (struct rs_map){m.off, m.len, m.addr, m.rkey, NULL};
+					if (j == r->nrmap)
+						r->nrmap++;
+				}
+				if (post_recv(r, idx) && !r->err)
+					r->err = ECONNRESET;
 				continue;
 			}
 			int k = (r->rq_head + r->rq_n) % RS_NSEG;
@@ -842,4 +883,133 @@ CM_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *excep
 	}
 	free(p);
 	return rc;
+}
+
+/* Posts one send-side work request from a free send segment (waits for one). */
+static int rs_post_seg(struct rs *r, const void *data, size_t n, enum ibv_wr_opcode op,
+		       uint32_t imm, uint64_t raddr, uint32_t rkey)
+{
+	for (;;) {
+		rs_reap_send(r);
+		if (r->err)
+			return fail(r->err);
+		if (r->s_out < RS_NSEG)
+			break;
+		rs_check_cm(r);
+		if (r->state == RS_DEAD)
+			return fail(EPIPE);
+		rs_wait(r, r->scq, r->scc);
+	}
+	uint8_t *seg = r->sbuf + (size_t)r->s_next * RS_SEG;
+	memcpy(seg, data, n);
+	struct ibv_sge sge = {(uintptr_t)seg, (uint32_t)n, r->smr->lkey};
+	struct ibv_send_wr wr = {.wr_id = (uint64_t)r->s_next,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(r->id->qp, &wr, &bad))
+		return fail(ECONNRESET);
+	r->s_next = (r->s_next + 1) % RS_NSEG;
+	r->s_out++;
+	return 0;
+}
+
+/* riomap: buf becomes the target of the peer's riowrite at [offset, offset + len)
+ * (offset -1: after the mappings made so far). Announced to the peer in band. */
+CM_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset)
+{
+	struct rs *r = rs_get(socket);
+	if (!r)
+		return fail(ENOTSOCK);
+	if (r->state != RS_CONNECTED)
+		return fail(ENOTCONN);
+	if (!(prot & PROT_WRITE) || !buf || !len)
+		return fail(EINVAL);
+	pthread_mutex_lock(&r->lock);
+	if (r->nlmap == RS_NMAP) {
+		pthread_mutex_unlock(&r->lock);
+		return fail(ENOMEM);
+	}
+	if (offset == -1) {
+		offset = 0;
+		for (int i = 0; i < r->nlmap; i++)
+			if ((off_t)(r->lmap[i].off + r->lmap[i].len) > offset)
+				offset = (off_t)(r->lmap[i].off + r->lmap[i].len);
+	}
+	struct ibv_mr *mr =
+	    ibv_reg_mr(r->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr) {
+		pthread_mutex_unlock(&r->lock);
+		return -1;
+	}
+	r->lmap[r->nlmap++] = (struct rs_map){(uint64_t)offset, len, (uintptr_t)buf, mr->rkey, mr};
+	struct rs_iomap_msg m = {(uint64_t)offset, len, (uintptr_t)buf, mr->rkey};
+	int rc = rs_post_seg(r, &m, sizeof(m), IBV_WR_SEND_WITH_IMM, RS_IMM_IOMAP, 0, 0);
+	pthread_mutex_unlock(&r->lock);
+	return rc ? -1 : offset;
+}
+
+CM_EXPORT int riounmap(int socket, void *buf, size_t len)
+{
+	struct rs *r = rs_get(socket);
+	if (!r)
+		return fail(ENOTSOCK);
+	pthread_mutex_lock(&r->lock);
+	for (int i = 0; i < r->nlmap; i++)
+		if (r->lmap[i].addr == (uintptr_t)buf) {
+			ibv_dereg_mr(r->lmap[i].mr);
+			r->lmap[i] = r->lmap[--r->nlmap];
+			pthread_mutex_unlock(&r->lock);
+			return 0;
+		}
+	pthread_mutex_unlock(&r->lock);
+	return fail(EINVAL);
+}
+
+/* riowrite: RDMA WRITE of buf into the peer's mapping at offset, ordered with the
+ * socket's rsend data. Waits until the peer's riomap announcement has arrived. */
+CM_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags)
+{
+	struct rs *r = rs_get(socket);
+	if (!r)
+		return (size_t)fail(ENOTSOCK);
+	if (r->state != RS_CONNECTED)
+		return (size_t)fail(ENOTCONN);
+	pthread_mutex_lock(&r->lock);
+	struct rs_map *m = NULL;
+	for (;;) {
+		rs_reap_recv(r);
+		for (int i = 0; i < r->nrmap && !m; i++)
+			if ((uint64_t)offset >= r->rmap[i].off &&
+			    (uint64_t)offset + count <= r->rmap[i].off + r->rmap[i].len)
+				m = &r->rmap[i];
+		if (m)
+			break;
+		rs_check_cm(r);
+		if (r->err || r->state == RS_DEAD || r->rq_n == RS_NSEG) {
+			pthread_mutex_unlock(&r->lock);
+			return (size_t)fail(r->err ? r->err : EINVAL);
+		}
+		if (r->nonblock || (flags & MSG_DONTWAIT)) {
+			pthread_mutex_unlock(&r->lock);
+			return (size_t)fail(EAGAIN);
+		}
+		rs_wait(r, r->rcq, r->rcc);
+	}
+	size_t done = 0;
+	while (done < count) {
+		size_t n = count - done < RS_SEG ? count - done : RS_SEG;
+		uint64_t raddr = m->addr + ((uint64_t)offset - m->off) + done;
+		if (rs_post_seg(r, (const uint8_t *)buf + done, n, IBV_WR_RDMA_WRITE, 0, raddr,
+				m->rkey))
+			break;
+		done += n;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return done ? done : (size_t)-1;
 }
