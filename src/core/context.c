@@ -18,6 +18,7 @@
 #include "core/cq_ex.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -164,6 +165,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	 * import then answers EOPNOTSUPP instead of the dup failing with EBADF. If even
 	 * /dev/null cannot be opened the context still works, with -1. */
 	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	swv_stat_register(ctx); /* swverbs-stat can see it from now on (core/stat.h) */
 	return ctx;
 
 err_port:
@@ -184,6 +186,8 @@ err_pipe:
 
 void swv_ctx_close(struct swv_context *ctx)
 {
+	/* Before anything is torn down; waits for a snapshot that is reading ctx. */
+	swv_stat_unregister(ctx);
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
