@@ -76,6 +76,20 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *b, cons
 	}
 }
 
+/* A string from the configuration or the process name, as a JSON string body: the
+ * snapshot must parse whatever a device was named. */
+static void sb_json_str(struct sbuf *b, const char *str)
+{
+	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			sb_printf(b, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			sb_printf(b, "\\u%04x", *p);
+		else
+			sb_printf(b, "%c", *p);
+	}
+}
+
 /* ---- snapshot ---- */
 #define NO_CNTR UINT32_MAX
 
@@ -382,11 +396,12 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 
 	port_totals(s, &t);
 	inet_ntop(AF_INET, &s->cfg->addr, ip, sizeof(ip));
+	sb_printf(b, "{\"device\":\"");
+	sb_json_str(b, s->cfg->name);
 	sb_printf(b,
-		  "{\"device\":\"%s\",\"dev_index\":%u,\"addr\":\"%s\",\"link_layer\":\"%s\","
+		  "\",\"dev_index\":%u,\"addr\":\"%s\",\"link_layer\":\"%s\","
 		  "\"lid\":%u,\"mtu\":%u,\"port\":{\"num\":1,\"state\":\"%s\",",
-		  s->cfg->name, s->dev_index, ip,
-		  s->cfg->link == SWV_LINK_ETH ? "Ethernet" : "InfiniBand",
+		  s->dev_index, ip, s->cfg->link == SWV_LINK_ETH ? "Ethernet" : "InfiniBand",
 		  s->cfg->link == SWV_LINK_ETH ? 0u : lid_of(s->cfg), s->cfg->mtu_bytes,
 		  swv_netdev_flags_active(s->netdev_flags) ? "ACTIVE" : "DOWN");
 	sb_printf(b,
@@ -584,7 +599,7 @@ static const char *comm_name(char *buf, size_t len)
 			buf[strcspn(buf, "\n")] = 0;
 		fclose(f);
 	}
-	/* a process name is the only string here that is not ours: keep it JSON-safe */
+	/* the process name is the application's: keep it JSON- and terminal-safe */
 	for (char *p = buf; *p; p++)
 		if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 ||
 		    (unsigned char)*p >= 0x7f)
