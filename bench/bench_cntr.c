@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -315,8 +316,10 @@ int main(int argc, char **argv)
 
 	static const uint32_t sizes[] = {8, 4096, 65536};
 	static const uint32_t ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_SEND};
-	printf("bench_cntr: window %d, RC, MTU 4096; ratios are against 'cq' of the same row group\n",
-	       WINDOW);
+	const char *shm = getenv("SWVERBS_SHM");
+	printf("bench_cntr: window %d, RC, MTU 4096, %s; ratios are against 'cq' of the same row "
+	       "group\n",
+	       WINDOW, shm && !strcmp(shm, "0") ? "UDP (SWVERBS_SHM=0)" : "intra-host link");
 	printf("%-10s %6s %-5s %11s %9s %9s %9s %9s %10s %10s\n", "op", "size", "mode", "msgs/s",
 	       "MiB/s", "thr us/op", "all us/op", "rate x", "thr cpu x", "all cpu x");
 	for (unsigned o = 0; o < 2; o++) {

@@ -73,6 +73,16 @@ struct swv_comp_cntr {
 
 	struct swv_list ctx_entry;     /* in ctx->cntr_list, under ctx->cntr_lock */
 
+	/* Triggered operations (core/trig.h; under ctx->trig_lock except trig_at):
+	 * those held on this counter (sorted by threshold, then post order), whether
+	 * they hold a watcher reference, how many triggers wait on or target it
+	 * (destroy is EBUSY while > 0), and the smallest held threshold, which the
+	 * slow notify path compares (UINT64_MAX: none). */
+	struct swv_list trig_list;
+	bool trig_watch;
+	uint32_t trig_refs;
+	_Atomic uint64_t trig_at;
+
 	/* ---- readers' hint (swv_comp_cntr_read): its own line, written only by threads
 	 * reading the counter, so neither the data path nor waiters share it ----
 	 * rd[0] for the completion count, rd[1] for the error count: the value the last
@@ -177,6 +187,17 @@ void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed);
  * or timeout_ms passes (ETIMEDOUT); timeout_ms < 0 waits forever. */
 int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_t err_base,
 			    int timeout_ms);
+/* Many counters (swv_comp_cntr_wait_many after its checks): until any (all = false)
+ * or every (all) entry's count is >= its threshold (0; *index = the lowest such entry
+ * for any, 0 for all), an entry's error count differs from its err_base (EIO; *index =
+ * the lowest such entry), or timeout_ms passes (ETIMEDOUT; *index = for all, the
+ * lowest entry not reached, else 0). */
+struct swv_cntr_wait_entry {
+	struct swv_comp_cntr *cntr;
+	uint64_t threshold, err_base;
+};
+int swv_comp_cntr_wait_many_impl(const struct swv_cntr_wait_entry *e, unsigned n, bool all,
+				 int timeout_ms, unsigned *index);
 /* The counter's eventfd (created on first use, CHANGE mode). Returns fd or -errno. */
 int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c);
 /* threshold 0 = CHANGE mode; else one-shot THRESH mode. Returns 0 or errno. */

@@ -17,6 +17,7 @@
 #include "core/cq.h"
 #include "core/cq_ex.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "core/srq.h"
 #include "core/stat.h"
 #include "net/fault.h"
@@ -107,6 +108,9 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	pthread_mutex_init(&ctx->qp_lock, NULL);
 	swv_list_init(&ctx->qp_list);
 	pthread_mutex_init(&ctx->cntr_lock, NULL);
+	pthread_mutex_init(&ctx->trig_lock, NULL);
+	pthread_mutex_init(&ctx->trig_run_lock, NULL);
+	swv_list_init(&ctx->trig_ready);
 	swv_list_init(&ctx->cntr_list);
 
 	struct ibv_context *ib = &ctx->vctx.context;
@@ -178,6 +182,8 @@ err_mr:
 err_pipe:
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->trig_lock);
+	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	free(ctx);
 	errno = rc;
@@ -191,6 +197,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
+	swv_trig_release_all(ctx);
 	swv_comp_cntr_release_all(ctx);
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
@@ -200,6 +207,8 @@ void swv_ctx_close(struct swv_context *ctx)
 		close(ctx->vctx.context.cmd_fd);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->trig_lock);
+	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	free(ctx);
 }

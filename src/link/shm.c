@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "util/clock.h"
 #include "util/compiler.h"
 #include "util/log.h"
