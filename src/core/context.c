@@ -19,6 +19,7 @@
 #include "core/qp.h"
 #include "core/trig.h"
 #include "core/srq.h"
+#include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -168,6 +169,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	 * import then answers EOPNOTSUPP instead of the dup failing with EBADF. If even
 	 * /dev/null cannot be opened the context still works, with -1. */
 	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	swv_stat_register(ctx); /* swverbs-stat can see it from now on (core/stat.h) */
 	return ctx;
 
 err_port:
@@ -190,6 +192,8 @@ err_pipe:
 
 void swv_ctx_close(struct swv_context *ctx)
 {
+	/* Before anything is torn down; waits for a snapshot that is reading ctx. */
+	swv_stat_unregister(ctx);
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
