@@ -393,13 +393,16 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 		return SWV_RESP_OK;
 	}
 	s->cur = 0;
-	if (cls & SWV_RQ_INV) {
-		/* swverbs has no memory windows or fast-registration MRs, so no R_Key
-		 * can be invalidated: the data is placed, the receive completes with
-		 * REM_INV_REQ_ERR and the QP goes to ERR without a NAK (5.2). */
+	/* Remote invalidation: only a type 2 window bound to this QP can be; anything
+	 * else leaves the data placed, completes the receive with REM_INV_REQ_ERR and
+	 * moves the QP to ERR without a NAK (5.2, rxe's class J). */
+	if ((cls & SWV_RQ_INV) && swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, pkt->ieth_rkey, true))
 		return SWV_RESP_ERR_INV_RKEY;
-	}
 	rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
+	if (cls & SWV_RQ_INV) {
+		c.wc.invalidated_rkey = pkt->ieth_rkey;
+		c.wc.wc_flags |= IBV_WC_WITH_INV;
+	}
 	c.solicited = pkt->se;
 	c.wc.byte_len = (uint32_t)s->msg_off;
 	c.bytes = s->msg_off;
@@ -449,13 +452,13 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	}
 	/* the whole target range is validated once, before the first byte lands */
 	if ((cls & SWV_RQ_FIRST) && s->write_len &&
-	    swv_mr_remote_check(qp->ctx, qp->pd, s->write_rkey, s->write_va, s->write_len,
+	    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, s->write_rkey, s->write_va, s->write_len,
 				IBV_ACCESS_REMOTE_WRITE))
 		return SWV_RESP_ERR_ACCESS;
 	/* remote_write re-checks under the MR lock: a deregistration since FIRST
 	 * refuses the packet rather than touching freed memory */
 	if (pkt->paylen) {
-		int rc = swv_mr_remote_write(qp->ctx, qp->pd, s->write_rkey,
+		int rc = swv_mr_remote_write(qp->ctx, qp->pd, qp->qpn, s->write_rkey,
 					     s->write_va + s->msg_off, pkt->payload, pkt->paylen);
 		if (rc)
 			return swv_resp_refused(qp, rc);
