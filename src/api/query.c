@@ -83,8 +83,10 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(to_swv_ctx(ibctx), &ex.orig_attr);
-	/* The 64-bit flags extend the 32-bit ones (nothing beyond them is offered). */
-	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+	/* The 64-bit flags extend the 32-bit ones, with IBTA 1.5's FLUSH (both placement
+	 * types: core/mr.h says what persistent means here) and ATOMIC_WRITE. */
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags | IB_UVERBS_DEVICE_FLUSH_GLOBAL |
+				 IB_UVERBS_DEVICE_FLUSH_PERSISTENT | IB_UVERBS_DEVICE_ATOMIC_WRITE;
 	/* Completion timestamps (core/cq_ex.h): a 1 GHz clock, all 64 bits valid. */
 	ex.completion_timestamp_mask = SWV_TIMESTAMP_MASK;
 	ex.hca_core_clock = SWV_HCA_CORE_CLOCK_KHZ;

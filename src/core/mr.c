@@ -10,8 +10,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -25,14 +27,13 @@
 
 #define TABLE_MIN 256u /* keys; the table doubles at half full */
 
-/* Flush access bits (rdma-core IBV_ACCESS_FLUSH_GLOBAL/PERSISTENT) are not in older
- * headers; swverbs has no FLUSH operation so registering for it is EOPNOTSUPP. */
-#define SWV_ACCESS_FLUSH_GLOBAL     (1u << 8)
-#define SWV_ACCESS_FLUSH_PERSISTENT (1u << 9)
-#define SWV_ACCESS_KNOWN                                                                          \
+/* IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT grant the remote FLUSH of those placement
+ * types (swv_mr_remote_flush). */
+#define SWV_ACCESS_KNOWN                                                                           \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                  \
-	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_FLUSH_GLOBAL |                     \
+	 IBV_ACCESS_FLUSH_PERSISTENT)
 
 int swv_mr_table_init(struct swv_mr_table *t)
 {
@@ -220,8 +221,6 @@ int swv_mr_check_access(unsigned access)
 {
 	unsigned optional = IBV_ACCESS_OPTIONAL_RANGE;
 
-	if (access & (SWV_ACCESS_FLUSH_GLOBAL | SWV_ACCESS_FLUSH_PERSISTENT))
-		return EOPNOTSUPP;
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return EOPNOTSUPP; /* odp_caps are 0 */
 	/* Bits in the optional range (e.g. RELAXED_ORDERING) may be ignored by design;
@@ -764,4 +763,70 @@ void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn)
 		}
 	}
 	pthread_rwlock_unlock(&t->lock);
+}
+
+/* ---- IBTA 1.5: ATOMIC_WRITE and FLUSH ---- */
+
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	uint64_t *p = (uint64_t *)remote_ptr(t, pd, qpn, rkey, va, 8, IBV_ACCESS_REMOTE_WRITE);
+	if (!p) {
+		rc = EACCES;
+	} else if ((va & 7) || ((uintptr_t)p & 7)) {
+		rc = EINVAL;
+	} else {
+		/* A compare-and-swap loop through the fault-safe atomic: one 64-bit store
+		 * that no other atomic can interleave with. */
+		uint64_t cur = 0;
+		rc = swv_atomic_app(p, 0, 0, 0, &cur);
+		while (!rc) {
+			uint64_t seen = 0;
+			rc = swv_atomic_app(p, 1, value, cur, &seen);
+			if (rc || seen == cur)
+				break;
+			cur = seen;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	unsigned access = ((plt & IBV_FLUSH_GLOBAL) ? IBV_ACCESS_FLUSH_GLOBAL : 0) |
+			  ((plt & IBV_FLUSH_PERSISTENT) ? IBV_ACCESS_FLUSH_PERSISTENT : 0);
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	const struct swv_mr_key *e = rkey_entry(t, rkey);
+	struct swv_mr *mr = e && !e->mw ? e->mr : NULL;
+	if (!mr || mr->pd != pd || !access || (mr->access & access) != access) {
+		rc = EACCES;
+	} else {
+		if (whole_mr) {
+			va = mr->iova;
+			len = mr->length;
+		}
+		if (!in_bounds(mr, va, len)) {
+			rc = EACCES;
+		} else {
+			atomic_thread_fence(memory_order_seq_cst);
+			if ((plt & IBV_FLUSH_PERSISTENT) && len) {
+				long pg = sysconf(_SC_PAGESIZE);
+				uintptr_t a = (uintptr_t)host_addr(mr, va);
+				uintptr_t start = a & ~(uintptr_t)(pg - 1);
+				if (msync((void *)start, a + len - start, MS_SYNC))
+					rc = EFAULT;
+			}
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
 }

@@ -86,7 +86,7 @@ struct swv_mr_table {
 };
 
 /* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
- * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP/flush, ENOMEM, EFAULT
+ * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP, ENOMEM, EFAULT
  * when the range is not mapped in full, or not writable while the access asks for
  * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails). */
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
@@ -163,5 +163,17 @@ int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
 int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
 			 uint64_t va, int cmp_swap, uint64_t swap_add, uint64_t cmp,
 			 uint64_t *orig);
+/* ATOMIC_WRITE: store the 8 bytes of value at va (8-aligned, else EINVAL) with one
+ * atomic 64-bit store; REMOTE_WRITE right; EACCES/EFAULT as above. */
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value);
+/* FLUSH of placement type plt (IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT, each needing
+ * the MR's IBV_ACCESS_FLUSH_* right) over [va, va + len), or the whole MR. Windows
+ * carry no flush right. Global: a fence (every earlier access is placed already);
+ * persistent: msync(MS_SYNC) of the pages, which makes file-backed shared memory
+ * durable and is a no-op for anonymous memory (no persistence domain beyond the
+ * process). 0, EACCES, or EFAULT when the range is not mapped any more. */
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr);
 
 #endif

@@ -27,7 +27,8 @@ _Static_assert(offsetof(struct swv_qp, qpx) == 0, "ibv_qp_ex first");
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                           \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
-	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |        \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
 #define UC_OPS                                                                                     \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
@@ -279,25 +280,40 @@ static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 		e->wr.invalidate_rkey = invalidate_rkey;
 }
 
-/* Not implemented by swverbs: no TSO (raw packet), no atomic write or flush.
- * create_qp_ex refuses these send ops (EOPNOTSUPP), so a QP never has them; calling
- * one fails the batch with EOPNOTSUPP, as a device without the op would refuse the
- * WR. */
+/* Not implemented by swverbs: no TSO (raw packet). create_qp_ex refuses that send op
+ * (EOPNOTSUPP), so a QP never has it; calling it fails the batch with EOPNOTSUPP, as a
+ * device without the op would refuse the WR. */
 static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)
 {
 	unsupported(qpx);
 }
 
+/* IBTA 1.5, staged in wr.atomic as the post path reads them (qp_post.c). */
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
 			    const void *atomic_wr)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE);
+	if (!e)
+		return;
+	if (!atomic_wr) {
+		fail(qp_of(qpx)->wr_batch, EINVAL);
+		return;
+	}
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	memcpy(&e->wr.wr.atomic.swap, atomic_wr, 8); /* copied now: the caller may reuse it */
 }
 
 static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr, size_t len,
 		     uint8_t type, uint8_t level)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_FLUSH, IBV_WR_FLUSH);
+	if (!e)
+		return;
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	e->wr.wr.atomic.compare_add = len;
+	e->wr.wr.atomic.swap = (uint64_t)type | (uint64_t)level << 8;
 }
 
 /* ---- setters ---- */

@@ -156,6 +156,10 @@ static enum ibv_wc_opcode wc_opcode(uint32_t op)
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_FLUSH:
+		return IBV_WC_FLUSH;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -166,6 +170,10 @@ static enum swv_cntr_slot cntr_slot(uint32_t op)
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	/* an 8-byte WRITE done atomically, and the FLUSH that completes WRITEs
+	 * (docs/counters.md) */
+	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
 		return SWV_CNTR_RDMA_WRITE;
 	case IBV_WR_RDMA_READ:
 		return SWV_CNTR_RDMA_READ;
@@ -387,6 +395,26 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		} else {
 			p.atm_swap_add = w->compare_add;
 		}
+		p.ackreq = true;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* RETH and the 8 bytes (copied into the WQE at post, in swap) */
+		p.opcode = SWV_OP_ATOMIC_WRITE;
+		p.reth_va = w->remote_addr;
+		p.reth_rkey = w->rkey;
+		p.reth_len = 8;
+		payload = &w->swap;
+		paylen = 8;
+		p.ackreq = true;
+		break;
+	case IBV_WR_FLUSH:
+		/* FETH from swap (type | level << 8), the range's length in compare_add */
+		p.opcode = SWV_OP_FLUSH;
+		p.feth = (uint32_t)(w->swap & SWV_FETH_PLT_MASK) |
+			 (uint32_t)(((w->swap >> 8) << SWV_FETH_SEL_SHIFT) & SWV_FETH_SEL_MASK);
+		p.reth_va = w->remote_addr;
+		p.reth_rkey = w->rkey;
+		p.reth_len = (uint32_t)w->compare_add;
 		p.ackreq = true;
 		break;
 	default: {

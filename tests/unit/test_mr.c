@@ -134,7 +134,11 @@ static void test_registration(struct ibv_pd *pd)
 	int unknown = 1 << 12;
 	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), unknown), EINVAL);
 	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND), EOPNOTSUPP);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_FLUSH_GLOBAL), EOPNOTSUPP);
+	/* the FLUSH rights are registrable (remote FLUSH, IBTA 1.5) */
+	struct ibv_mr *fm =
+	    ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT);
+	CHECK_PTR(fm);
+	CHECK_OK(ibv_dereg_mr(fm));
 	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
 	CHECK_REG_FAILS(ibv_reg_mr(NULL, buf, sizeof(buf), 0), EINVAL);
 	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)(UINTPTR_MAX - 100), 4096, 0), EINVAL);

@@ -141,6 +141,17 @@ int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
 	memcpy(dst, (void *)(uintptr_t)va, len);
 	return 0;
 }
+/* ATOMIC_WRITE and FLUSH are driven by the mp tests; this model refuses them. */
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value)
+{
+	return EACCES;
+}
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr)
+{
+	return EACCES;
+}
 /* No windows in this model: no rkey can be invalidated. */
 int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
 		      bool remote)
