@@ -11,6 +11,8 @@
  *    misaligned, wr_flush with a bad type, level or length: EINVAL from wr_complete
  *  - completions: a type 2 bind from a QP of another PD is IBV_WC_MW_BIND_ERR
  *    (C10-72); ibv_dereg_mr of an MR with a bound window is EINVAL until LOCAL_INV
+ *  - type 2B: a window bound on QP a answers a's peer, and refuses a WRITE that
+ *    arrives on another QP of the same PD (IBV_WC_REM_ACCESS_ERR)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -97,9 +99,10 @@ int main(void)
 	CHECK_EQ(ibv_dealloc_pd(pd), EBUSY); /* windows (and MRs) still use it */
 
 	struct ibv_qp *a = mk_qp(pd, ops), *b = mk_qp(pd, ops), *c = mk_qp(pd2, ops);
-	struct ibv_qp *d = mk_qp(pd2, ops);
+	struct ibv_qp *d = mk_qp(pd2, ops), *e = mk_qp(pd, ops), *f = mk_qp(pd, ops);
 	swvt_pair_connect(a, b);
 	swvt_pair_connect(c, d);
+	swvt_pair_connect(e, f);
 
 	/* ---- ibv_bind_mw ---- */
 	struct ibv_mw_bind mb = {.wr_id = 1, .send_flags = IBV_SEND_SIGNALED};
@@ -191,7 +194,8 @@ int main(void)
 	    .wr_id = 3, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
 	w.bind_mw.mw = mw2;
 	w.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
-	w.bind_mw.bind_info = (struct ibv_mw_bind_info){mr, base, 64, IBV_ACCESS_REMOTE_READ};
+	w.bind_mw.bind_info = (struct ibv_mw_bind_info){
+	    mr, base, 64, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE};
 	CHECK_OK(post(c, &w));
 	wc = poll_one();
 	CHECK(wc.status == IBV_WC_MW_BIND_ERR && wc.wr_id == 3 && wc.qp_num == c->qp_num);
@@ -202,6 +206,26 @@ int main(void)
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW);
 	CHECK_EQ(mw2->rkey, ibv_inc_rkey(k2));
 	CHECK_EQ(ibv_dereg_mr(mr), EINVAL);
+	/* 2B: through a (from its peer b) yes, through e (from f) no */
+	memset(nobind->addr, 0x5c, 16);
+	struct ibv_sge ws = {(uintptr_t)nobind->addr, 16, nobind->lkey};
+	struct ibv_send_wr ww = {.wr_id = 5,
+				 .sg_list = &ws,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED};
+	ww.wr.rdma.remote_addr = base;
+	ww.wr.rdma.rkey = mw2->rkey;
+	CHECK_OK(post(b, &ww));
+	wc = poll_one();
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 5);
+	CHECK(((uint8_t *)mr->addr)[15] == 0x5c);
+	memset(nobind->addr, 0x7d, 16);
+	ww.wr_id = 6;
+	CHECK_OK(post(f, &ww));
+	wc = poll_one();
+	CHECK(wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 6);
+	CHECK(((uint8_t *)mr->addr)[0] == 0x5c);
 	struct ibv_send_wr li = {
 	    .wr_id = 4, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
 	li.invalidate_rkey = mw2->rkey;
@@ -215,6 +239,8 @@ int main(void)
 	CHECK_OK(ibv_destroy_qp(b));
 	CHECK_OK(ibv_destroy_qp(c));
 	CHECK_OK(ibv_destroy_qp(d));
+	CHECK_OK(ibv_destroy_qp(e));
+	CHECK_OK(ibv_destroy_qp(f));
 	swvt_dereg_buf(mr); /* no window bound any more */
 	swvt_dereg_buf(nobind);
 	swvt_dereg_buf(other);
