@@ -638,6 +638,7 @@ struct swv_mw *swv_mw_alloc(struct swv_context *ctx, struct swv_pd *pd, enum ibv
 	}
 	key_put(t, &(struct swv_mr_key){.key = k, .remote = true, .mw = mw});
 	t->nmrs++;
+	t->nmws++;
 	mw->key = mw->ibmw.rkey = k;
 	mw->ibmw.handle = h;
 	atomic_fetch_add(&pd->users, 1);
@@ -654,6 +655,7 @@ void swv_mw_dealloc(struct swv_context *ctx, struct swv_mw *mw)
 		key_remove(t, mw->key);
 		key_remove(t, mw->ibmw.handle);
 		t->nmrs--;
+		t->nmws--;
 	}
 	mw_unbind(mw);
 	pthread_rwlock_unlock(&t->lock);
@@ -755,7 +757,7 @@ void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn)
 	struct swv_mr_table *t = &ctx->mrs;
 
 	pthread_rwlock_wrlock(&t->lock);
-	for (uint32_t i = 0; t->ent && i <= t->mask; i++) {
+	for (uint32_t i = 0; t->nmws && t->ent && i <= t->mask; i++) {
 		struct swv_mw *mw = t->ent[i].key ? t->ent[i].mw : NULL;
 		if (mw && mw->ibmw.type == IBV_MW_TYPE_2 && mw->valid && mw->qpn == qpn) {
 			mw_unbind(mw);

@@ -80,7 +80,8 @@ struct swv_mr_table {
 				  * readers therefore never nest. */
 	struct swv_mr_key *ent;  /* open addressing, linear probing, at most half full */
 	uint32_t mask;           /* table size - 1 (a power of two), 0 before the first MR */
-	uint32_t nkeys, nmrs;
+	uint32_t nkeys, nmrs;	 /* nmrs counts memory windows too (they share max_mr) */
+	uint32_t nmws;		 /* memory windows: a QP's destroy looks for its own */
 	uint32_t pool[16];       /* random words drawn ahead (one getrandom per 16 keys) */
 	uint32_t npool;
 };

@@ -187,7 +187,7 @@ static enum swv_cntr_slot cntr_slot(uint32_t op)
 	}
 }
 
-int swv_req_complete_head(struct swv_qp *qp, int status)
+static int complete_one(struct swv_qp *qp, int status)
 {
 	struct swv_req_state *r = &qp->req;
 	uint32_t idx = qp->sq.head;
@@ -220,13 +220,18 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
 	qp->sq.head = idx + 1;
 	swv_progress_sq_add(&qp->ctx->progress, -1);
 	r->read_off = 0;
-	int rc = swv_complete(qp, &c);
+	return swv_complete(qp, &c);
+}
+
+int swv_req_complete_head(struct swv_qp *qp, int status)
+{
+	int rc = complete_one(qp, status);
 	/* Local operations executed behind this WQE complete now, in order. */
-	while (!rc && ok && qp->sq.head != qp->sq.tail) {
-		w = swv_wq_slot(&qp->sq, qp->sq.head);
+	while (!rc && status == IBV_WC_SUCCESS && qp->sq.head != qp->sq.tail) {
+		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
 		if (w->state != SWV_WQE_LOCAL_DONE)
 			break;
-		rc = swv_req_complete_head(qp, IBV_WC_SUCCESS);
+		rc = complete_one(qp, IBV_WC_SUCCESS);
 	}
 	return rc;
 }

@@ -13,6 +13,8 @@
  *    (C10-72); ibv_dereg_mr of an MR with a bound window is EINVAL until LOCAL_INV
  *  - type 2B: a window bound on QP a answers a's peer, and refuses a WRITE that
  *    arrives on another QP of the same PD (IBV_WC_REM_ACCESS_ERR)
+ *  - order: a WRITE, a bind and an invalidation posted as one list complete in that
+ *    order (the local operations wait for the WRITE's ACK)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -232,6 +234,35 @@ int main(void)
 	CHECK_OK(post(a, &li));
 	wc = poll_one();
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV && wc.wr_id == 4);
+
+	/* WRITE (to b's side of an MR with remote write), BIND_MW, LOCAL_INV in one list */
+	struct ibv_mr *rw =
+	    swvt_reg_buf(pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_send_wr l3[3];
+	struct ibv_sge s3 = {(uintptr_t)nobind->addr, 2048, nobind->lkey};
+	memset(l3, 0, sizeof(l3));
+	l3[0] = (struct ibv_send_wr){.wr_id = 10,
+				     .sg_list = &s3,
+				     .num_sge = 1,
+				     .opcode = IBV_WR_RDMA_WRITE,
+				     .send_flags = IBV_SEND_SIGNALED,
+				     .next = &l3[1]};
+	l3[0].wr.rdma.remote_addr = (uintptr_t)rw->addr;
+	l3[0].wr.rdma.rkey = rw->rkey;
+	l3[1] = (struct ibv_send_wr){
+	    .wr_id = 11, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED, .next = &l3[2]};
+	l3[1].bind_mw.mw = mw2;
+	l3[1].bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	l3[1].bind_mw.bind_info = (struct ibv_mw_bind_info){mr, base, 64, IBV_ACCESS_REMOTE_READ};
+	l3[2] = (struct ibv_send_wr){
+	    .wr_id = 12, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
+	l3[2].invalidate_rkey = (mw2->rkey & ~0xffu) | (ibv_inc_rkey(mw2->rkey) & 0xffu);
+	CHECK_OK(post(a, l3));
+	for (uint64_t id = 10; id <= 12; id++) {
+		wc = poll_one();
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == id);
+	}
+	swvt_dereg_buf(rw);
 
 	CHECK_OK(ibv_dealloc_mw(mw1));
 	CHECK_OK(ibv_dealloc_mw(mw2));
