@@ -5,8 +5,9 @@
  *    low 8 of the WR (ibv_inc_rkey); WRITE, READ and FETCH_ADD through it land in the
  *    window, byte for byte; LOCAL_INV, then the old rkey -> IBV_WC_REM_ACCESS_ERR;
  *    counters exact on both sides (BIND_MW and LOCAL_INV count as SEND)
- *  - remote invalidation: SEND_WITH_INV -> receive with IBV_WC_WITH_INV and the rkey,
- *    then the window refuses; SEND_WITH_INV of an MR's rkey -> REM_INV_REQ_ERR
+ *  - remote invalidation: a 3-packet SEND_WITH_INV (IETH on its LAST) -> receive with
+ *    IBV_WC_WITH_INV and the rkey, then the window refuses; SEND_WITH_INV of an MR's
+ *    rkey -> REM_INV_REQ_ERR
  *  - zero-based window: offsets from the window's start; past its end refused
  *  - bounds and rights of the window (not of the MR): REM_ACCESS_ERR, nothing written
  *  - type 1: only ibv_bind_mw (a WR of the application is EINVAL, zero-based EINVAL,
@@ -166,14 +167,14 @@ static void init_side(struct swvt *t, void *arg)
 	}
 	case C_REMOTE_INV:
 	case C_BAD_INV: {
-		struct ibv_sge sge = {(uintptr_t)t->buf, 64, t->mr->lkey};
+		struct ibv_sge sge = {(uintptr_t)t->buf, 3000, t->mr->lkey};
 		struct ibv_send_wr wr = {.wr_id = 9,
 					 .sg_list = &sge,
 					 .num_sge = 1,
 					 .opcode = IBV_WR_SEND_WITH_INV,
 					 .send_flags = IBV_SEND_SIGNALED},
 				   *bad;
-		swvt_fill(t->buf, 64, 3);
+		swvt_fill(t->buf, 3000, 3);
 		wr.invalidate_rkey = c == C_BAD_INV ? t->remote.rkey : rkey;
 		CHECK_OK(ibv_post_send(t->qp, &wr, &bad));
 		swvt_poll_n(t->scq, &wc, 1, TMO);
@@ -362,7 +363,7 @@ static void target_side(struct swvt *t, void *arg)
 		break;
 	case C_REMOTE_INV:
 	case C_BAD_INV:
-		swvt_post_recv(t, 31, 8192, 64);
+		swvt_post_recv(t, 31, 8192, 4096);
 		swvt_poll_n(t->rcq, &wc, 1, TMO);
 		if (c == C_BAD_INV) {
 			CHECK_WC(wc, IBV_WC_REM_INV_REQ_ERR);
@@ -371,8 +372,8 @@ static void target_side(struct swvt *t, void *arg)
 			CHECK_EQ(wc.opcode, IBV_WC_RECV);
 			CHECK(wc.wc_flags & IBV_WC_WITH_INV);
 			CHECK_EQ(wc.invalidated_rkey, mw->rkey);
-			CHECK_EQ(wc.byte_len, 64);
-			CHECK_EQ(swvt_verify(t->buf + 8192, 64, 3), (size_t)-1);
+			CHECK_EQ(wc.byte_len, 3000);
+			CHECK_EQ(swvt_verify(t->buf + 8192, 3000, 3), (size_t)-1);
 			/* invalidated: it may be bound again */
 		}
 		swvt_send_u64(t, 1);
