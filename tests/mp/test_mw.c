@@ -13,6 +13,8 @@
  *  - type 1: only ibv_bind_mw (a WR of the application is EINVAL, zero-based EINVAL,
  *    ibv_bind_mw of a type 2 window EINVAL); rebinding changes the key and the old one
  *    refuses; LOCAL_INV of a type 1 window -> IBV_WC_LOC_QP_OP_ERR
+ *  - UC: a type 2 window bound on a UC QP takes a WRITE (verified when the SEND behind
+ *    it arrives); a WRITE past its end is dropped, nothing lands
  *  - type 2 rules: a bound window cannot be bound again (IBV_WC_MW_BIND_ERR); the MR
  *    cannot be deregistered while a window is bound to it (EINVAL); deallocating a
  *    bound window makes its rkey refuse
@@ -37,12 +39,13 @@ enum mw_case {
 	C_T1_INV,
 	C_T2_RULES,
 	C_DEALLOC,
+	C_UC,
 	C_N
 };
 
 static const char *const case_name[C_N] = {
-    "type 2", "remote invalidation",	"bad invalidation", "zero-based",   "bounds", "rights",
-    "type 1", "type 1 not invalidated", "type 2 rules",	    "dealloc bound"};
+    "type 2", "remote invalidation",	"bad invalidation", "zero-based",    "bounds", "rights",
+    "type 1", "type 1 not invalidated", "type 2 rules",	    "dealloc bound", "UC"};
 
 /* The cases that happen at the target alone. */
 static bool local_only(enum mw_case c)
@@ -230,6 +233,22 @@ static void init_side(struct swvt *t, void *arg)
 		CHECK_EQ(rdma(t, IBV_WR_RDMA_WRITE, rkey, win, 0, 64, 0, NULL),
 			 IBV_WC_REM_ACCESS_ERR);
 		break;
+	case C_UC:
+		/* UC completes at transmission; the SEND behind each WRITE tells the target */
+		swvt_fill(t->buf, 2000, 31);
+		CHECK_EQ(rdma(t, IBV_WR_RDMA_WRITE, rkey, win + 8, 0, 2000, 0, NULL),
+			 IBV_WC_SUCCESS);
+		swvt_post_send(t, 40, IBV_WR_SEND, 0, 8, 0, IBV_SEND_SIGNALED);
+		swvt_poll_n(t->scq, &wc, 1, TMO);
+		CHECK_WC(wc, IBV_WC_SUCCESS);
+		CHECK_EQ(swvt_recv_u64(t), 1);
+		memset(t->buf, 0x42, 64);
+		CHECK_EQ(rdma(t, IBV_WR_RDMA_WRITE, rkey, win + WIN_LEN - 8, 0, 64, 0, NULL),
+			 IBV_WC_SUCCESS); /* sent; the target drops it */
+		swvt_post_send(t, 41, IBV_WR_SEND, 0, 8, 0, IBV_SEND_SIGNALED);
+		swvt_poll_n(t->scq, &wc, 1, TMO);
+		CHECK_WC(wc, IBV_WC_SUCCESS);
+		break;
 	default:
 		break;
 	}
@@ -335,6 +354,10 @@ static void target_side(struct swvt *t, void *arg)
 		acc = RW | IBV_ACCESS_ZERO_BASED;
 	if (c == C_RIGHTS)
 		acc = IBV_ACCESS_REMOTE_READ;
+	if (c == C_UC) { /* before the initiator learns the key: UC drops unexpected SENDs */
+		swvt_post_recv(t, 50, 32768, 64);
+		swvt_post_recv(t, 51, 32768 + 64, 64);
+	}
 	bind2(t, mw, WIN_OFF, WIN_LEN, acc, true);
 	expect_send_wc(t, IBV_WC_BIND_MW, IBV_WC_SUCCESS);
 	CHECK_EQ(mw->rkey, ibv_inc_rkey(k0));
@@ -396,6 +419,16 @@ static void target_side(struct swvt *t, void *arg)
 		mw = NULL;
 		swvt_send_u64(t, 2);
 		break;
+	case C_UC:
+		swvt_poll_n(t->rcq, &wc, 1, TMO);
+		CHECK_WC(wc, IBV_WC_SUCCESS);
+		CHECK_EQ(swvt_verify(t->buf + WIN_OFF + 8, 2000, 31), (size_t)-1);
+		swvt_send_u64(t, 1);
+		swvt_poll_n(t->rcq, &wc, 1, TMO);
+		CHECK_WC(wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 51);
+		CHECK(untouched(t->buf + WIN_OFF + WIN_LEN - 8, 64, 0xee));
+		break;
 	default:
 		break;
 	}
@@ -418,6 +451,8 @@ int main(void)
 		o.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
 		if (c == C_T2)
 			o.stop_at = IBV_QPS_INIT; /* counters attach before RTR */
+		if (c == C_UC)
+			o.qp_type = IBV_QPT_UC;
 		if (swvt_run(&o, init_side, target_side, &c)) {
 			fprintf(stderr, "case %s failed\n", case_name[c]);
 			return 1;
