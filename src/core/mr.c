@@ -347,6 +347,11 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 
 	pthread_rwlock_wrlock(&t->lock);
+	if (mr->nmw) {
+		/* windows were bound against this range, PD and rights (as dereg) */
+		pthread_rwlock_unlock(&t->lock);
+		return EINVAL;
+	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->base = addr;
 		mr->length = length;

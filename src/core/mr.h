@@ -94,8 +94,9 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 			       size_t length, uint64_t iova, unsigned access);
 /* 0, or EINVAL while memory windows are bound to it (rxe; IBA 10.6.7.2.6). */
 int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
-/* 0, EINVAL (bad flags/range), EOPNOTSUPP or EFAULT (the new range, or the old one
- * under new write rights, fails the registration check); changes what 'flags' selects
+/* 0, EINVAL (bad flags/range; memory windows bound to it), EOPNOTSUPP or EFAULT (the
+ * new range, or the old one under new write rights, fails the registration check);
+ * changes what 'flags' selects
  * atomically with respect to accesses; keys are kept. */
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
 		 void *addr, size_t length, unsigned access);

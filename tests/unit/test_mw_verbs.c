@@ -10,7 +10,8 @@
  *  - the builder: wr_bind_mw without bind info, wr_atomic_write without a value or
  *    misaligned, wr_flush with a bad type, level or length: EINVAL from wr_complete
  *  - completions: a type 2 bind from a QP of another PD is IBV_WC_MW_BIND_ERR
- *    (C10-72); ibv_dereg_mr of an MR with a bound window is EINVAL until LOCAL_INV
+ *    (C10-72); ibv_dereg_mr of an MR with a bound window is EINVAL until LOCAL_INV,
+ *    and so is ibv_rereg_mr (IBV_REREG_MR_ERR_CMD)
  *  - type 2B: a window bound on QP a answers a's peer, and refuses a WRITE that
  *    arrives on another QP of the same PD (IBV_WC_REM_ACCESS_ERR)
  *  - order: a WRITE, a bind and an invalidation posted as one list complete in that
@@ -208,6 +209,11 @@ int main(void)
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW);
 	CHECK_EQ(mw2->rkey, ibv_inc_rkey(k2));
 	CHECK_EQ(ibv_dereg_mr(mr), EINVAL);
+	errno = 0;
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EINVAL);
 	/* 2B: through a (from its peer b) yes, through e (from f) no */
 	memset(nobind->addr, 0x5c, 16);
 	struct ibv_sge ws = {(uintptr_t)nobind->addr, 16, nobind->lkey};
