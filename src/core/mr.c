@@ -669,7 +669,7 @@ void swv_mw_dealloc(struct swv_context *ctx, struct swv_mw *mw)
 }
 
 int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
-		uint32_t rkey, const struct ibv_mw_bind_info *bi)
+		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 	unsigned access = bi->mw_access_flags;
@@ -681,8 +681,9 @@ int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32
 	if (!mw || (access & ~MW_ACCESS_OK))
 		goto out;
 	if (bi->mr) {
-		mr = swv_container_of(bi->mr, struct swv_mr, ibmr);
-		if (swv_mr_lookup(t, bi->mr->lkey, false) != mr)
+		/* bi->mr is only compared: the MR may have been deregistered since the post */
+		mr = swv_mr_lookup(t, mr_lkey, false);
+		if (!mr || &mr->ibmr != bi->mr)
 			goto out; /* not a live MR of this context */
 	}
 	if (mw->ibmw.type == IBV_MW_TYPE_1) {

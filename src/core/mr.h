@@ -130,10 +130,11 @@ struct swv_mw *swv_mw_alloc(struct swv_context *ctx, struct swv_pd *pd, enum ibv
 void swv_mw_dealloc(struct swv_context *ctx, struct swv_mw *mw);
 /* Execute a bind (IBV_WR_BIND_MW, or ibv_bind_mw for type 1) posted on a QP of pd
  * numbered qpn, of the window whose ibmw.handle is handle (a window deallocated since
- * the post is not found): the window's rkey becomes its upper 24 bits | the low 8 of rkey.
- * 0, or IBV_WC_MW_BIND_ERR when the rules of IBA 10.6.7 (as rxe checks them) refuse. */
+ * the post is not found), onto bi->mr, whose lkey at post time is mr_lkey (an MR
+ * deregistered since is not found either): the window's rkey becomes its upper 24 bits | the low 8
+ * of rkey. 0, or IBV_WC_MW_BIND_ERR when the rules of IBA 10.6.7 (as rxe checks them) refuse. */
 int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
-		uint32_t rkey, const struct ibv_mw_bind_info *bi);
+		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey);
 /* Invalidate the type 2 window rkey names (LOCAL_INV; remote: SEND_WITH_INV, which
  * must come through the QP the window is bound to). 0, or EINVAL: no such window, a
  * type 1 window, one already invalid, another PD (MR rkeys cannot be invalidated:

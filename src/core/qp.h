@@ -57,6 +57,7 @@ struct swv_send_wqe {
 	/* BIND_MW: the window's handle, the rkey asked for (in rkey) and the bind, copied
 	 * at post: the window is found again by its handle when the bind executes */
 	uint32_t mw_handle;
+	uint32_t bind_lkey; /* bind.mr's lkey: the MR is found again by it, never through bind.mr */
 	struct ibv_mw_bind_info bind;
 	union {
 		struct ibv_sge sge[0];

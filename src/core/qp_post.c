@@ -159,6 +159,7 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 		break;
 	case IBV_WR_BIND_MW:
 		w->mw_handle = wr->bind_mw.mw->handle;
+		w->bind_lkey = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->lkey : 0;
 		w->rkey = wr->bind_mw.rkey;
 		w->bind = wr->bind_mw.bind_info;
 		break;

@@ -49,7 +49,8 @@ static void fail_head(struct swv_qp *qp, int status);
 static int exec_local(struct swv_qp *qp, struct swv_send_wqe *w)
 {
 	if (w->opcode == IBV_WR_BIND_MW)
-		return swv_mw_bind(qp->ctx, qp->pd, qp->qpn, w->mw_handle, w->rkey, &w->bind);
+		return swv_mw_bind(qp->ctx, qp->pd, qp->qpn, w->mw_handle, w->rkey, &w->bind,
+				   w->bind_lkey);
 	return swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, w->imm_data, false)
 		   ? IBV_WC_LOC_QP_OP_ERR
 		   : 0;

@@ -16,6 +16,8 @@
  *    arrives on another QP of the same PD (IBV_WC_REM_ACCESS_ERR)
  *  - order: a WRITE, a bind and an invalidation posted as one list complete in that
  *    order (the local operations wait for the WRITE's ACK)
+ *  - a bind posted while the QP is drained (SQD) whose MR is deregistered before it
+ *    executes completes with IBV_WC_MW_BIND_ERR (and touches no freed memory)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -269,6 +271,24 @@ int main(void)
 		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == id);
 	}
 	swvt_dereg_buf(rw);
+
+	/* SQD holds the bind back; its MR goes; back in RTS the bind finds no MR */
+	struct ibv_mr *gone = swvt_reg_buf(pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_SQD};
+	CHECK_OK(ibv_modify_qp(a, &qa, IBV_QP_STATE));
+	w = (struct ibv_send_wr){
+	    .wr_id = 20, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
+	w.bind_mw.mw = mw2;
+	w.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	w.bind_mw.bind_info =
+	    (struct ibv_mw_bind_info){gone, (uintptr_t)gone->addr, 64, IBV_ACCESS_REMOTE_READ};
+	CHECK_OK(post(a, &w));
+	CHECK_EQ(ibv_poll_cq(cq, 1, &wc), 0); /* not executed in SQD */
+	swvt_dereg_buf(gone);
+	qa.qp_state = IBV_QPS_RTS;
+	CHECK_OK(ibv_modify_qp(a, &qa, IBV_QP_STATE));
+	wc = poll_one();
+	CHECK(wc.status == IBV_WC_MW_BIND_ERR && wc.wr_id == 20);
 
 	CHECK_OK(ibv_dealloc_mw(mw1));
 	CHECK_OK(ibv_dealloc_mw(mw2));
