@@ -70,8 +70,13 @@ test-fuzz: deps
 		     "(clang + libclang-rt-14-dev): fuzz tests NOT run" >&2; \
 	fi
 
+# The anchors the scripts compare against (sockperf, qperf, UCX, libfabric) come with the
+# test dependencies.
 bench: build
+	@./tools/install-deps.sh test
 	@for b in build/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
+	@SWVERBS_SHM=0 build/bench/bench_cntr # the counter benchmark on the forced UDP path too
+	@for s in bench/*.sh; do bash "$$s" build; done
 
 format:
 	@find src include tools tests bench -name '*.[ch]' | xargs clang-format -i

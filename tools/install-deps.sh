@@ -6,8 +6,12 @@
 set -u
 want=(cmake ninja-build gcc make pkg-config pandoc dpkg-dev) # pandoc: man pages; dpkg-dev: make deb
 if [ "${1:-build}" = test ]; then
-	want+=(libibverbs-dev ibverbs-utils perftest qperf python3-pyverbs tshark iproute2 gdb valgrind
-	       libclang-rt-14-dev clang man-db debootstrap)
+	want+=(libibverbs-dev ibverbs-utils perftest qperf python3-pyverbs rdmacm-utils librdmacm-dev tshark
+	       iproute2 gdb valgrind libclang-rt-14-dev clang man-db debootstrap)
+	# UCX and MPI over swverbs (tests/compat/test_ucx.sh, test_mpi.sh)
+	want+=(ucx-utils openmpi-bin libopenmpi-dev mpich libmpich-dev)
+	# anchors of the benchmarks (bench/bench_intrahost.sh)
+	want+=(sockperf libfabric-bin)
 fi
 missing=()
 for p in "${want[@]}"; do

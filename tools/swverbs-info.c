@@ -73,11 +73,13 @@ static void print_comp_cntr_caps(struct ibv_context *ctx)
 		if (caps.supported_qp_attach_ops & ops[i].bit)
 			printf("%s ", ops[i].name);
 	printf("\n");
-	printf("\t\t%-22s%s%s%s%s\n", "features:",
+	printf("\t\t%-22s%s%s%s%s%s%s\n", "features:",
 	       caps.flags & SWV_COMP_CNTR_CAP_TYPE_BYTES ? "bytes " : "",
 	       caps.flags & SWV_COMP_CNTR_CAP_WAIT ? "wait " : "",
 	       caps.flags & SWV_COMP_CNTR_CAP_FD ? "fd " : "",
-	       caps.flags & SWV_COMP_CNTR_CAP_APP_MEMORY ? "app-memory" : "");
+	       caps.flags & SWV_COMP_CNTR_CAP_APP_MEMORY ? "app-memory " : "",
+	       caps.flags & SWV_COMP_CNTR_CAP_TRIGGERED ? "triggered " : "",
+	       caps.flags & SWV_COMP_CNTR_CAP_WAIT_MANY ? "wait-many" : "");
 }
 
 static int print_device(struct ibv_device *dev, int verbose)

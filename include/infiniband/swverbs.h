@@ -6,7 +6,10 @@
  *   - two attach bits for atomics, and a capability query that reports them;
  *   - swv_comp_cntr_wait: block until a counter reaches a threshold;
  *   - swv_comp_cntr_get_fd / swv_comp_cntr_arm: a pollable fd per counter;
- *   - swv_create_comp_cntr_ext: a counter whose values live in application memory.
+ *   - swv_create_comp_cntr_ext: a counter whose values live in application memory;
+ *   - counters that drive work: triggered send WRs and triggered counter operations
+ *     (swv_post_send_triggered, swv_triggered_cntr_op, swv_cancel_triggered), and
+ *     waiting on many counters at once (swv_comp_cntr_wait_many).
  * Each call has a manual page (docs/man/). Link with -lswverbs.
  */
 #ifndef INFINIBAND_SWVERBS_H
@@ -32,6 +35,8 @@ enum swv_comp_cntr_cap_flags {
 	SWV_COMP_CNTR_CAP_WAIT = 1u << 1,       /* swv_comp_cntr_wait */
 	SWV_COMP_CNTR_CAP_FD = 1u << 2,         /* swv_comp_cntr_get_fd, swv_comp_cntr_arm */
 	SWV_COMP_CNTR_CAP_APP_MEMORY = 1u << 3, /* swv_create_comp_cntr_ext with addresses */
+	SWV_COMP_CNTR_CAP_TRIGGERED = 1u << 4,  /* triggered WRs and counter operations */
+	SWV_COMP_CNTR_CAP_WAIT_MANY = 1u << 5,  /* swv_comp_cntr_wait_many */
 };
 
 struct swv_comp_cntr_caps {
@@ -94,6 +99,71 @@ struct swv_comp_cntr_init_attr_ext {
  * valid until ibv_destroy_comp_cntr. Returns NULL with errno set on failure. */
 struct ibv_comp_cntr *swv_create_comp_cntr_ext(struct ibv_context *context,
 					       struct swv_comp_cntr_init_attr_ext *attr);
+
+/* ---- Counters that drive work (docs/counters.md, "Counters that drive work") ----
+ *
+ * A triggered operation is held by the device until the completion count of its
+ * trigger counter is >= threshold, then performed once, by swverbs itself (the
+ * application need not call anything): triggers on one counter fire in threshold
+ * order (equal thresholds in post order), and a count that jumps past several fires
+ * each. If the trigger counter's error count changes while an operation is held, the
+ * operation does not fire: it completes as an error instead (a WR with
+ * IBV_WC_WR_FLUSH_ERR, a counter operation adds 1 to its target's error count), so a
+ * failure travels down a chain rather than being executed on. The trigger counter and
+ * the QP or target counter must belong to one context. */
+
+/* Post a chain of send WRs, each checked as ibv_post_send checks it and each taking
+ * its send-queue slot at once, to be issued as if posted at the moment trig_cntr's
+ * count reaches threshold (at once if it already has). A QP that enters the error
+ * state first completes them with IBV_WC_WR_FLUSH_ERR; RESET and destroy drop them.
+ * Returns 0 or an errno value with *bad_wr at the first WR not posted: EINVAL (NULL
+ * argument, no WR, counter of another context, threshold above max_value, QP not in
+ * RTS/SQD/SQE/ERR, a WR ibv_post_send refuses), ENOMEM (send queue full). */
+int swv_post_send_triggered(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			    struct ibv_comp_cntr *trig_cntr, uint64_t threshold,
+			    struct ibv_send_wr **bad_wr);
+
+enum swv_trig_cntr_op {
+	SWV_TRIG_CNTR_ADD = 0, /* add value to target's completion count (wrapping) */
+	SWV_TRIG_CNTR_SET = 1, /* set target's completion count to value */
+};
+
+/* When trig_cntr's count reaches threshold, add value to / set target (Portals'
+ * triggered CTInc / CTSet), which may fire target's own triggers: chains and trees run
+ * without the application. Returns 0, EINVAL (NULL counter, counters of two
+ * contexts, threshold above trig_cntr's max_value, unknown op, SET value above
+ * target's max_value) or ENOMEM. */
+int swv_triggered_cntr_op(struct ibv_comp_cntr *trig_cntr, uint64_t threshold,
+			  struct ibv_comp_cntr *target, enum swv_trig_cntr_op op, uint64_t value);
+
+/* Drop every operation still held on trig_cntr (WRs and counter operations): they
+ * never happen, produce no completion and count nothing; held WRs free their send
+ * slots. Operations whose threshold was already reached are not affected. Sets
+ * *ncancelled (if not NULL) to how many were dropped. Returns 0 or EINVAL (NULL). */
+int swv_cancel_triggered(struct ibv_comp_cntr *trig_cntr, uint64_t *ncancelled);
+
+/* One counter of swv_comp_cntr_wait_many. */
+struct swv_comp_cntr_wait_entry {
+	struct ibv_comp_cntr *comp_cntr;
+	uint64_t threshold; /* wait for count >= threshold */
+	uint64_t err_base;  /* EIO once the error count differs from this */
+};
+
+/* swv_comp_cntr_wait_many flags */
+#define SWV_COMP_CNTR_WAIT_ANY      0u /* until one entry is reached */
+#define SWV_COMP_CNTR_WAIT_ALL      1u /* until every entry is reached */
+#define SWV_COMP_CNTR_WAIT_MANY_MAX 4096u
+
+/* Block until any (or, with SWV_COMP_CNTR_WAIT_ALL, every) of the n entries' counters
+ * reaches its threshold (0; *index = the lowest entry reached for ANY, 0 for ALL), or
+ * an entry's error count differs from its err_base (EIO at once, also at entry;
+ * *index = the lowest such entry), or timeout_ms passes (ETIMEDOUT; *index = for ALL
+ * the lowest entry not reached, else 0). timeout_ms < 0 waits forever, 0 only
+ * checks. Counters may belong to different contexts; the counter fds keep working.
+ * EINVAL: NULL entries/index/counter, n 0 or above SWV_COMP_CNTR_WAIT_MANY_MAX, an
+ * unknown flag, a threshold above its counter's max_value (*index = that entry). */
+int swv_comp_cntr_wait_many(const struct swv_comp_cntr_wait_entry *entries, unsigned n,
+			    unsigned flags, int timeout_ms, unsigned *index);
 
 /* How a swverbs device was configured (for swverbs-info and diagnostics). */
 /* swv_device_config.flags */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <infiniband/swverbs.h>
@@ -13,6 +14,7 @@
 #include "core/comp_cntr.h"
 #include "core/context.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "util/compiler.h"
 
 static uint64_t ctx_max_value(const struct swv_context *ctx)
@@ -49,7 +51,8 @@ SWV_EXPORT int swv_query_comp_cntr_caps(struct ibv_context *context,
 	caps->max_counters = ctx->cfg->max_cntrs;
 	caps->supported_qp_attach_ops = SWV_CNTR_OP_ALL;
 	caps->flags = SWV_COMP_CNTR_CAP_TYPE_BYTES | SWV_COMP_CNTR_CAP_WAIT | SWV_COMP_CNTR_CAP_FD |
-		      SWV_COMP_CNTR_CAP_APP_MEMORY;
+		      SWV_COMP_CNTR_CAP_APP_MEMORY | SWV_COMP_CNTR_CAP_TRIGGERED |
+		      SWV_COMP_CNTR_CAP_WAIT_MANY;
 	return 0;
 }
 
@@ -109,6 +112,7 @@ static int cntr_set(struct ibv_comp_cntr *comp_cntr, bool err, uint64_t value)
 	if (value > c->max_value)
 		return EINVAL;
 	swv_comp_cntr_store(c, err, value);
+	swv_trig_run(to_swv_ctx(comp_cntr->context)); /* what the new value made due */
 	return 0;
 }
 
@@ -127,6 +131,7 @@ SWV_EXPORT int ibv_inc_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t amoun
 	if (!comp_cntr)
 		return EINVAL;
 	swv_comp_cntr_add(to_swv_cntr(comp_cntr), false, amount);
+	swv_trig_run(to_swv_ctx(comp_cntr->context));
 	return 0;
 }
 
@@ -135,6 +140,7 @@ SWV_EXPORT int ibv_inc_err_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t a
 	if (!comp_cntr)
 		return EINVAL;
 	swv_comp_cntr_add(to_swv_cntr(comp_cntr), true, amount);
+	swv_trig_run(to_swv_ctx(comp_cntr->context));
 	return 0;
 }
 
@@ -221,4 +227,91 @@ SWV_EXPORT int swv_comp_cntr_arm(struct ibv_comp_cntr *comp_cntr, uint64_t thres
 	if (threshold > c->max_value)
 		return EINVAL;
 	return swv_comp_cntr_arm_impl(c, threshold);
+}
+
+/* ---- counters that drive work (SWVERBS_1.1) ---- */
+
+SWV_EXPORT int swv_post_send_triggered(struct ibv_qp *qp, struct ibv_send_wr *wr,
+				       struct ibv_comp_cntr *trig_cntr, uint64_t threshold,
+				       struct ibv_send_wr **bad_wr)
+{
+	/* As ibv_post_send: nowhere to report without bad_wr or a WR. */
+	if (!bad_wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (!wr)
+		return EINVAL;
+	*bad_wr = wr;
+	if (!qp || !trig_cntr || qp->context != trig_cntr->context)
+		return EINVAL;
+	if (threshold > to_swv_cntr(trig_cntr)->max_value)
+		return EINVAL;
+	*bad_wr = NULL;
+	return swv_qp_post_triggered(to_swv_qp(qp), wr, to_swv_cntr(trig_cntr), threshold, bad_wr);
+}
+
+SWV_EXPORT int swv_triggered_cntr_op(struct ibv_comp_cntr *trig_cntr, uint64_t threshold,
+				     struct ibv_comp_cntr *target, enum swv_trig_cntr_op op,
+				     uint64_t value)
+{
+	if (!trig_cntr || !target || trig_cntr->context != target->context)
+		return EINVAL;
+	struct swv_comp_cntr *src = to_swv_cntr(trig_cntr), *dst = to_swv_cntr(target);
+	if (threshold > src->max_value)
+		return EINVAL;
+	if (op != SWV_TRIG_CNTR_ADD && op != SWV_TRIG_CNTR_SET)
+		return EINVAL;
+	if (op == SWV_TRIG_CNTR_SET && value > dst->max_value)
+		return EINVAL;
+	struct swv_trig *t = swv_trig_alloc(0);
+	if (!t)
+		return ENOMEM;
+	t->kind = op == SWV_TRIG_CNTR_SET ? SWV_TRIG_KIND_SET : SWV_TRIG_KIND_ADD;
+	t->src = src;
+	t->threshold = threshold;
+	t->dst = dst;
+	t->value = value;
+	struct swv_context *ctx = to_swv_ctx(trig_cntr->context);
+	swv_trig_hold(ctx, t);
+	swv_trig_run(ctx); /* a threshold already reached fires now */
+	return 0;
+}
+
+SWV_EXPORT int swv_cancel_triggered(struct ibv_comp_cntr *trig_cntr, uint64_t *ncancelled)
+{
+	if (!trig_cntr)
+		return EINVAL;
+	uint64_t n = swv_trig_cancel(to_swv_cntr(trig_cntr));
+	if (ncancelled)
+		*ncancelled = n;
+	return 0;
+}
+
+SWV_EXPORT int swv_comp_cntr_wait_many(const struct swv_comp_cntr_wait_entry *entries, unsigned n,
+				       unsigned flags, int timeout_ms, unsigned *index)
+{
+	if (!entries || !index || n == 0 || n > SWV_COMP_CNTR_WAIT_MANY_MAX ||
+	    (flags & ~SWV_COMP_CNTR_WAIT_ALL))
+		return EINVAL;
+	struct swv_cntr_wait_entry small[16], *e = small;
+	if (n > 16 && !(e = malloc(sizeof(*e) * n)))
+		return ENOMEM;
+	int ret = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!entries[i].comp_cntr ||
+		    entries[i].threshold > to_swv_cntr(entries[i].comp_cntr)->max_value) {
+			*index = i;
+			ret = EINVAL;
+			break;
+		}
+		e[i].cntr = to_swv_cntr(entries[i].comp_cntr);
+		e[i].threshold = entries[i].threshold;
+		e[i].err_base = entries[i].err_base;
+	}
+	if (!ret)
+		ret = swv_comp_cntr_wait_many_impl(e, n, flags & SWV_COMP_CNTR_WAIT_ALL, timeout_ms,
+						   index);
+	if (e != small)
+		free(e);
+	return ret;
 }

@@ -3,15 +3,15 @@
  * rdma-core libraries still import (librdmacm reads its ABI version with them) and
  * that ibv_devinfo uses for "board_id".
  *
- * They behave as rdma-core's do for ordinary paths, which is harmless. The one
- * difference: a swverbs device has no sysfs directory. Its ibdev_path/dev_path name
- * where one would be (/sys/class/infiniband/<name>, .../infiniband_verbs/uverbsN),
- * and on a host with RDMA hardware those paths may well exist and belong to a real
- * device, so reading below them is refused (-1, ENOENT) rather than answering with
- * another device's attributes.
+ * They behave as rdma-core's do for ordinary paths. A swverbs device has no kernel
+ * sysfs directory: below its ibdev_path/dev_path (/sys/class/infiniband/<name>,
+ * .../infiniband_verbs/uverbs-<name>) the files are read from the generated tree
+ * (src/api/sysfs_tree.c); if none can be made, reading there is refused (-1, ENOENT)
+ * rather than answering from whatever the host has at that path.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/sysfs_tree.h"
 #include "core/device.h"
 #include "util/compiler.h"
 
@@ -88,12 +89,14 @@ SWV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
 		errno = ENOMEM;
 		return -1;
 	}
-	if (is_swverbs_sysfs(path)) {
+	char tree_path[PATH_MAX];
+	int mapped = swv_sysfs_redirect(path, tree_path, sizeof(tree_path));
+	if (mapped < 0 || (mapped == 0 && is_swverbs_sysfs(path))) {
 		free(path);
-		errno = ENOENT;
+		errno = mapped < 0 ? ENAMETOOLONG : ENOENT;
 		return -1;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(mapped ? tree_path : path, O_RDONLY | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
 		return -1;

@@ -13,6 +13,7 @@
 #include "core/completion.h"
 #include "core/context.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "util/log.h"
 
 /* ---- values ---- */
@@ -107,6 +108,7 @@ struct swv_comp_cntr *swv_comp_cntr_create(struct swv_context *ctx, enum ibv_com
 	}
 	memset(c, 0, sizeof(*c));
 	c->ibcntr.context = &ctx->vctx.context;
+	c->pr = &ctx->progress;
 	c->type = type;
 	c->max_value = ctx->cfg->cntr_max_value ? ctx->cfg->cntr_max_value : UINT64_MAX;
 	c->narrow = c->max_value != UINT64_MAX;
@@ -117,6 +119,8 @@ struct swv_comp_cntr *swv_comp_cntr_create(struct swv_context *ctx, enum ibv_com
 	atomic_store_explicit(c->comp, 0, memory_order_relaxed);
 	atomic_store_explicit(c->err, 0, memory_order_relaxed);
 	atomic_init(&c->wake_at, UINT64_MAX);
+	atomic_init(&c->trig_at, UINT64_MAX);
+	swv_list_init(&c->trig_list);
 	c->efd = -1;
 	pthread_mutex_init(&c->fd_lock, NULL);
 	swv_list_init(&c->ctx_entry);
@@ -156,7 +160,7 @@ int swv_comp_cntr_destroy(struct swv_comp_cntr *c)
 	 * counter alive; a destroy racing an attach of the same counter is an
 	 * application error, as for every verbs object. */
 	pthread_mutex_lock(&ctx->cntr_lock);
-	if (atomic_load(&c->nattach) != 0) {
+	if (atomic_load(&c->nattach) != 0 || swv_trig_cntr_busy(c)) {
 		pthread_mutex_unlock(&ctx->cntr_lock);
 		return EBUSY;
 	}

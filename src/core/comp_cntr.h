@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "progress/progress.h"
 #include "util/compiler.h"
 #include "util/list.h"
 
@@ -46,6 +47,7 @@ struct swv_comp_cntr {
 	enum ibv_comp_cntr_type type;
 	bool narrow;                 /* max_value != UINT64_MAX: increments use a CAS loop */
 	bool app_memory;             /* values at application-supplied addresses */
+	struct swv_progress *pr;     /* the context's: a still read asks it first (read) */
 	/* futex waiters + 1 while the fd is in CHANGE or THRESH mode. The data path
 	 * loads it after each update and takes the slow notify path only when != 0. */
 	_Atomic uint32_t watchers;
@@ -70,6 +72,16 @@ struct swv_comp_cntr {
 	_Atomic uint64_t fd_err_base;  /* error count when armed */
 
 	struct swv_list ctx_entry;     /* in ctx->cntr_list, under ctx->cntr_lock */
+
+	/* Triggered operations (core/trig.h; under ctx->trig_lock except trig_at):
+	 * those held on this counter (sorted by threshold, then post order), whether
+	 * they hold a watcher reference, how many triggers wait on or target it
+	 * (destroy is EBUSY while > 0), and the smallest held threshold, which the
+	 * slow notify path compares (UINT64_MAX: none). */
+	struct swv_list trig_list;
+	bool trig_watch;
+	uint32_t trig_refs;
+	_Atomic uint64_t trig_at;
 
 	/* ---- readers' hint (swv_comp_cntr_read): its own line, written only by threads
 	 * reading the counter, so neither the data path nor waiters share it ----
@@ -121,7 +133,8 @@ static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool er
  * progress -- once it has stood still for SWV_CNTR_READ_STILL reads in a row, one
  * swv_progress_drive for the counter's context (which is also every attached QP's:
  * attach refuses a QP of another context). While the count moves a read is a load
- * and a compare; the pass costs nothing either when the context is idle. */
+ * and a compare; on an idle context (nothing in flight, nothing received lately) a
+ * still read is loads only, no store and no pass. */
 #define SWV_CNTR_READ_STILL 64
 uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err);
 static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
@@ -135,6 +148,10 @@ static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
 		atomic_store_explicit(still, 0, memory_order_relaxed);
 		return v;
 	}
+	/* Standing still with nothing in flight and nothing received lately: no pass
+	 * could be wanted (swv_progress_maybe_wanted), so the read stays loads only. */
+	if (!swv_progress_maybe_wanted(c->pr))
+		return v;
 	uint32_t s = atomic_load_explicit(still, memory_order_relaxed) + 1;
 	if (swv_likely(s < SWV_CNTR_READ_STILL)) {
 		atomic_store_explicit(still, s, memory_order_relaxed);
@@ -170,6 +187,17 @@ void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed);
  * or timeout_ms passes (ETIMEDOUT); timeout_ms < 0 waits forever. */
 int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_t err_base,
 			    int timeout_ms);
+/* Many counters (swv_comp_cntr_wait_many after its checks): until any (all = false)
+ * or every (all) entry's count is >= its threshold (0; *index = the lowest such entry
+ * for any, 0 for all), an entry's error count differs from its err_base (EIO; *index =
+ * the lowest such entry), or timeout_ms passes (ETIMEDOUT; *index = for all, the
+ * lowest entry not reached, else 0). */
+struct swv_cntr_wait_entry {
+	struct swv_comp_cntr *cntr;
+	uint64_t threshold, err_base;
+};
+int swv_comp_cntr_wait_many_impl(const struct swv_cntr_wait_entry *e, unsigned n, bool all,
+				 int timeout_ms, unsigned *index);
 /* The counter's eventfd (created on first use, CHANGE mode). Returns fd or -errno. */
 int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c);
 /* threshold 0 = CHANGE mode; else one-shot THRESH mode. Returns 0 or errno. */

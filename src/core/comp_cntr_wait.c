@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/trig.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -59,8 +60,17 @@ static void futex_wait_until(_Atomic uint32_t *word, uint32_t val, uint64_t dead
 		FUTEX_BITSET_MATCH_ANY);
 }
 
+/* Sleepers of swv_comp_cntr_wait_many, on any counter of the process: they sleep on
+ * multi_seq, and a notify that wakes a counter's sleepers also bumps it while any
+ * exist (multi_waiters, seq_cst like the rest). A counter's nwaiters and wake_at count
+ * them too, so the rules above hold for them unchanged. */
+static _Atomic uint32_t multi_seq, multi_waiters;
+
 void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed)
 {
+	uint64_t ta = atomic_load(&c->trig_at);
+	if (ta != UINT64_MAX && (err_changed || atomic_load(c->comp) >= ta))
+		swv_trig_cntr_update(c); /* queues due triggers (core/trig.h) */
 	if (atomic_load(&c->nwaiters) != 0) {
 		uint64_t at = atomic_load(&c->wake_at);
 		if (err_changed || (at != UINT64_MAX && atomic_load(c->comp) >= at)) {
@@ -68,6 +78,10 @@ void swv_comp_cntr_notify(struct swv_comp_cntr *c, bool err_changed)
 			atomic_store(&c->wake_at, UINT64_MAX);
 			atomic_fetch_add(&c->wake_seq, 1);
 			futex_wake_all(&c->wake_seq);
+			if (atomic_load(&multi_waiters) != 0) {
+				atomic_fetch_add(&multi_seq, 1);
+				futex_wake_all(&multi_seq);
+			}
 		}
 	}
 	if ((atomic_load(&c->fd_state) & 3) != SWV_CNTR_FD_IDLE)
@@ -144,6 +158,118 @@ int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_
 	}
 	atomic_fetch_sub(&c->watchers, 1);
 	atomic_fetch_sub(&c->nwaiters, 1);
+	return ret;
+}
+
+/* ---- waiting on many counters ---- */
+
+/* Entry i's state: 0 reached, EIO error count changed, EAGAIN neither. */
+static int entry_state(const struct swv_cntr_wait_entry *e)
+{
+	struct swv_comp_cntr *c = e->cntr;
+	if (atomic_load_explicit(c->err, memory_order_acquire) != e->err_base)
+		return EIO;
+	if (atomic_load_explicit(c->comp, memory_order_acquire) >= e->threshold)
+		return 0;
+	return EAGAIN;
+}
+
+/* Does the wait end? Errors first (lowest index), then the condition. For 'all',
+ * *first_open is the lowest entry not yet reached (the index a timeout reports). */
+static int many_check(const struct swv_cntr_wait_entry *e, unsigned n, bool all, unsigned *index,
+		      unsigned *first_open)
+{
+	unsigned open = n, hit = n;
+	for (unsigned i = 0; i < n; i++) {
+		int s = entry_state(&e[i]);
+		if (s == EIO) {
+			*index = i;
+			return EIO;
+		}
+		if (s == 0 && hit == n)
+			hit = i;
+		if (s != 0 && open == n)
+			open = i;
+	}
+	*first_open = open;
+	if (!all && hit < n) {
+		*index = hit;
+		return 0;
+	}
+	if (all && open == n) {
+		*index = 0;
+		return 0;
+	}
+	return EAGAIN;
+}
+
+int swv_comp_cntr_wait_many_impl(const struct swv_cntr_wait_entry *e, unsigned n, bool all,
+				 int timeout_ms, unsigned *index)
+{
+	const uint64_t start = swv_now_ns();
+	const uint64_t deadline = timeout_ms < 0 ? 0 : start + (uint64_t)timeout_ms * 1000000ull;
+	unsigned open = 0;
+	int ret;
+
+	/* Phase 1: as swv_comp_cntr_wait, a short spin that drives progress for the
+	 * counters' contexts (each distinct one, one after the other). */
+	for (unsigned i = 0;; i++) {
+		ret = many_check(e, n, all, index, &open);
+		if (ret != EAGAIN)
+			return ret;
+		if ((i & 63) == 0) {
+			struct swv_context *last = NULL;
+			for (unsigned k = 0; k < n; k++) {
+				struct swv_context *ctx = to_swv_ctx(e[k].cntr->ibcntr.context);
+				if (ctx != last && swv_progress_drive(ctx) < 0)
+					sched_yield();
+				last = ctx;
+			}
+			ret = many_check(e, n, all, index, &open);
+			if (ret != EAGAIN)
+				return ret;
+			uint64_t now = swv_now_ns();
+			if (deadline && now >= deadline) {
+				*index = all ? open : 0;
+				return ETIMEDOUT;
+			}
+			if (now - start >= SWV_CNTR_SPIN_NS)
+				break;
+		}
+		cpu_relax();
+	}
+
+	/* Phase 2: registered on every counter as a sleeper (so their updates wake it),
+	 * asleep on the process-wide multi_seq. */
+	for (unsigned k = 0; k < n; k++) {
+		struct swv_comp_cntr *c = e[k].cntr;
+		swv_progress_release(to_swv_ctx(c->ibcntr.context));
+		atomic_fetch_add(&c->nwaiters, 1);
+		atomic_fetch_add(&c->watchers, 1);
+	}
+	atomic_fetch_add(&multi_waiters, 1);
+	for (;;) {
+		uint32_t seq = atomic_load(&multi_seq);
+		/* Ask for a wake at the thresholds still open ('all': reached counters
+		 * would otherwise wake us on every update). */
+		for (unsigned k = 0; k < n; k++)
+			if (!all || entry_state(&e[k]) != 0)
+				wake_at_min(e[k].cntr, e[k].threshold);
+		ret = many_check(e, n, all, index, &open);
+		if (ret != EAGAIN)
+			break;
+		if (deadline && swv_now_ns() >= deadline) {
+			*index = all ? open : 0;
+			ret = ETIMEDOUT;
+			break;
+		}
+		futex_wait_until(&multi_seq, seq, deadline);
+	}
+	atomic_fetch_sub(&multi_waiters, 1);
+	for (unsigned k = 0; k < n; k++) {
+		atomic_fetch_sub(&e[k].cntr->watchers, 1);
+		atomic_fetch_sub(&e[k].cntr->nwaiters, 1);
+	}
 	return ret;
 }
 

@@ -17,7 +17,9 @@
 #include "core/cq.h"
 #include "core/cq_ex.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "core/srq.h"
+#include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -106,6 +108,9 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	pthread_mutex_init(&ctx->qp_lock, NULL);
 	swv_list_init(&ctx->qp_list);
 	pthread_mutex_init(&ctx->cntr_lock, NULL);
+	pthread_mutex_init(&ctx->trig_lock, NULL);
+	pthread_mutex_init(&ctx->trig_run_lock, NULL);
+	swv_list_init(&ctx->trig_ready);
 	swv_list_init(&ctx->cntr_list);
 
 	struct ibv_context *ib = &ctx->vctx.context;
@@ -168,6 +173,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	 * import then answers EOPNOTSUPP instead of the dup failing with EBADF. If even
 	 * /dev/null cannot be opened the context still works, with -1. */
 	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	swv_stat_register(ctx); /* swverbs-stat can see it from now on (core/stat.h) */
 	return ctx;
 
 err_port:
@@ -180,6 +186,8 @@ err_mr:
 err_pipe:
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->trig_lock);
+	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	free(ctx);
 	errno = rc;
@@ -188,9 +196,12 @@ err_pipe:
 
 void swv_ctx_close(struct swv_context *ctx)
 {
+	/* Before anything is torn down; waits for a snapshot that is reading ctx. */
+	swv_stat_unregister(ctx);
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
+	swv_trig_release_all(ctx);
 	swv_comp_cntr_release_all(ctx);
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
@@ -200,6 +211,8 @@ void swv_ctx_close(struct swv_context *ctx)
 		close(ctx->vctx.context.cmd_fd);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
+	pthread_mutex_destroy(&ctx->trig_lock);
+	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	free(ctx);
 }

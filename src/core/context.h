@@ -16,7 +16,7 @@
 #include "core/device.h"
 #include "core/mr.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "net/netdev.h"
 #include "progress/progress.h"
 #include "util/list.h"
@@ -64,6 +64,14 @@ struct swv_context {
 	pthread_mutex_t cntr_lock; /* protects cntr_list, ncntrs, next_cntr_handle */
 	struct swv_list cntr_list;
 	uint32_t ncntrs, next_cntr_handle;
+
+	/* Triggered operations (rules in core/trig.h): trig_lock over every trigger list
+	 * and the ready queue; trig_run_lock held by the queue's one runner; trig_nready
+	 * counts triggers queued or being run, for a lock-free "nothing to run". */
+	pthread_mutex_t trig_lock, trig_run_lock;
+	struct swv_list trig_ready;
+	_Atomic uint32_t trig_nready;
+	uint64_t trig_seq;
 
 	/* Must be last: ibv_context is the last member of verbs_context, and programs
 	 * reach the verbs_context by subtracting from the ibv_context pointer. */

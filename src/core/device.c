@@ -30,11 +30,17 @@ static void build_device(struct swv_device *d, const struct swv_dev_config *cfg,
 	d->ibdev.node_type = IBV_NODE_CA;
 	d->ibdev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%s", cfg->name);
-	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%u", idx);
-	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path), "/sys/class/infiniband_verbs/uverbs%u",
-		 idx);
-	/* Plausible path only: programs pass it to ibv_read_sysfs_file, which fails
-	 * cleanly because swverbs creates no sysfs files. */
+	/* Not the kernel's "uverbs<N>": a name no real adapter's node can have, since
+	 * /dev/infiniband/<dev_name> is what UCX checks (src/api/sysfs_tree.c). */
+	char uv[sizeof(d->ibdev.dev_name)];
+	if (strlen(cfg->name) <= 56)
+		snprintf(uv, sizeof(uv), "uverbs-%.56s", cfg->name);
+	else /* too long to fit whole: a prefix, made unique by the index */
+		snprintf(uv, sizeof(uv), "uverbs-%.48s~%u", cfg->name, idx % 100);
+	memcpy(d->ibdev.dev_name, uv, sizeof(uv));
+	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path), "/sys/class/infiniband_verbs/%s",
+		 uv);
+	/* Served from the generated tree (src/api/sysfs_tree.c). */
 	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path), "/sys/class/infiniband/%s",
 		 cfg->name);
 	d->cfg = cfg;

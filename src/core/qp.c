@@ -16,9 +16,10 @@
 #include "core/pd.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/trig.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "progress/progress.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -92,6 +93,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	}
 	qp->ctx = ctx;
 	qp->pd = pd;
+	swv_list_init(&qp->trig_list);
 	qp->scq = to_swv_cq(attr->send_cq);
 	qp->rcq = to_swv_cq(attr->recv_cq);
 	qp->type = attr->qp_type;
@@ -197,6 +199,8 @@ fail:
 int swv_qp_destroy(struct swv_qp *qp)
 {
 	struct swv_context *ctx = qp->ctx;
+	/* Its held triggered WRs go without completions, as its queued WRs do. */
+	swv_trig_qp_destroy(qp);
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
@@ -341,6 +345,8 @@ void swv_qp_to_error(struct swv_qp *qp)
 			overflow = true;
 			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->scq->ibcq);
 		}
+	/* Held triggered WRs reserve slots behind the ring's: they flush after it. */
+	swv_trig_qp_flush(qp);
 	flush_rq(qp);
 	/* IB: a QP attached to an SRQ that enters the error state reports Last WQE
 	 * Reached once it will take no more WQEs from the SRQ -- here, at once (its held

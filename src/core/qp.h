@@ -117,6 +117,13 @@ struct swv_qp {
 	/* counters, see comment at the top */
 	struct ibv_comp_cntr *cntr[SWV_CNTR_NSLOTS];
 
+	/* Triggered WRs (core/trig.h): the list under ctx->trig_lock; trig_held = send
+	 * slots they reserve (post_send counts them as used); trig_gen, under lock,
+	 * bumped by RESET so a trigger due before it is dropped. */
+	struct swv_list trig_list;
+	_Atomic uint32_t trig_held;
+	uint32_t trig_gen;
+
 	/* progress thread reads it without the lock to find the next timer */
 	_Atomic uint64_t timer_deadline; /* absolute ns, 0 = none */
 
@@ -168,6 +175,12 @@ int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah
 /* ibv_context_ops entries. */
 int swv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int swv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* swv_post_send_triggered after the argument checks: each WR is checked as post_send
+ * checks it, takes a send slot and is held until cntr's count reaches threshold
+ * (core/trig.h). Returns 0 or the errno of the first WR not posted (*bad). */
+struct swv_comp_cntr;
+int swv_qp_post_triggered(struct swv_qp *qp, struct ibv_send_wr *wr, struct swv_comp_cntr *cntr,
+			  uint64_t threshold, struct ibv_send_wr **bad);
 
 /* Progress thread entry points (qp->lock not held on entry). */
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);

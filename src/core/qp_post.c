@@ -4,14 +4,17 @@
  * window allows (the progress thread owns retransmission).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/ah.h"
 #include "core/context.h"
 #include "core/qp.h"
 #include "core/qp_ex.h"
+#include "core/comp_cntr.h"
+#include "core/trig.h"
 #include "net/addr.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
 
@@ -191,6 +194,8 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 		/* The application may reuse its buffers as soon as post returns. */
 		uint32_t off = 0;
 		for (int i = 0; i < wr->num_sge; i++) {
+			if (!wr->sg_list[i].length)
+				continue; /* UCX posts empty SGEs with addr 0: no memcpy from NULL */
 			memcpy(w->inline_data + off, (const void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
 			off += wr->sg_list[i].length;
@@ -219,11 +224,17 @@ int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah
 	return 0;
 }
 
+/* Slots taken: the ring's WQEs and the triggered WRs still held (core/trig.h). */
+static uint32_t sq_used(struct swv_qp *qp)
+{
+	return swv_wq_used(&qp->sq) + atomic_load_explicit(&qp->trig_held, memory_order_relaxed);
+}
+
 /* For ibv_wr_complete (qp_ex.c): every WR of the chain, and the send queue's room for
  * all of them, checked before any is queued, so a bad batch posts nothing. */
 static int check_batch(struct swv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	uint32_t room = qp->sq.max_wr - swv_wq_used(&qp->sq);
+	uint32_t room = qp->sq.max_wr - sq_used(qp);
 	for (uint32_t n = 0; wr; wr = wr->next, n++) {
 		uint64_t len;
 		int err = check_send_wr(qp, wr, &len, false, true);
@@ -294,7 +305,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	for (; wr; wr = wr->next) {
 		uint64_t len;
 		err = check_send_wr(qp, wr, &len, type1_bind, all_or_nothing);
-		if (!err && swv_wq_used(&qp->sq) >= qp->sq.max_wr)
+		if (!err && sq_used(qp) >= qp->sq.max_wr)
 			err = ENOMEM;
 		if (err) {
 			*bad = wr;
@@ -323,6 +334,55 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 out:
 	pthread_mutex_unlock(&qp->lock);
+	/* UC/UD WRs complete as they are sent: triggers may be due. */
+	swv_trig_run(qp->ctx);
+	return err;
+}
+
+int swv_qp_post_triggered(struct swv_qp *qp, struct ibv_send_wr *wr, struct swv_comp_cntr *cntr,
+			  uint64_t threshold, struct ibv_send_wr **bad)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state < IBV_QPS_RTS) {
+		err = EINVAL;
+		*bad = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		uint64_t len;
+		struct swv_trig *t = NULL;
+		err = check_send_wr(qp, wr, &len, false, false);
+		if (!err && sq_used(qp) >= qp->sq.max_wr)
+			err = ENOMEM;
+		if (!err && !(t = swv_trig_alloc(qp->sq.stride)))
+			err = ENOMEM;
+		if (!err) {
+			struct swv_send_wqe *w = (struct swv_send_wqe *)t->wqe;
+			copy_send_wr(qp, w, wr, (uint32_t)len);
+			if (qp->type == IBV_QPT_UD)
+				err = swv_send_wqe_set_ud(qp, w, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+							  wr->wr.ud.remote_qkey);
+		}
+		if (err) {
+			free(t);
+			*bad = wr;
+			break;
+		}
+		t->kind = SWV_TRIG_WR;
+		t->src = cntr;
+		t->threshold = threshold;
+		t->qp = qp;
+		t->qp_gen = qp->trig_gen;
+		atomic_fetch_add(&qp->trig_held, 1); /* its slot, from now on */
+		swv_trig_hold(qp->ctx, t);
+	}
+	if (qp->state == IBV_QPS_ERR)
+		swv_qp_to_error(qp); /* held or not, they flush at once */
+out:
+	pthread_mutex_unlock(&qp->lock);
+	swv_trig_run(qp->ctx); /* a threshold already reached fires now */
 	return err;
 }
 

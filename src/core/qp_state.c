@@ -10,6 +10,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "net/addr.h"
 #include "transport/requester.h"
 #include "transport/responder.h"
@@ -333,6 +334,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		swv_progress_sq_add(&qp->ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
 		qp->sq.head = qp->sq.tail;
 		qp->rq.head = qp->rq.tail;
+		swv_trig_qp_drop(qp);
 		qp->state = IBV_QPS_RESET;
 		swv_req_reset(qp);
 		swv_resp_reset(qp);
@@ -380,5 +382,7 @@ out:
 	if (!err)
 		qp->qpx.qp_base.state = qp->state;
 	pthread_mutex_unlock(&qp->lock);
+	/* A flush may have made triggers due (their counter's error count changed). */
+	swv_trig_run(qp->ctx);
 	return err;
 }

@@ -2,6 +2,7 @@
 #include "link/shm.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,13 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "util/clock.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
 #define SHM_MAGIC   0x31304d4853565753ull /* "SWVSHM01" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define REC_HDR	    8u
 #define REC_WRAP    UINT32_MAX /* record marker: the rest of the ring is unused */
 #define SHM_MAX_PKT SWV_EP_MAX_DGRAM
@@ -40,6 +41,8 @@ struct shm_hdr {
 	uint64_t magic;
 	uint32_t version, nslots, ring_bytes;
 	int32_t owner_pid;
+	uint64_t owner_pidns; /* inode of the owner's PID namespace: owner_pid means
+			       * something only in that namespace */
 	_Atomic uint32_t closed;
 	_Atomic uint32_t sleeping;
 	_Atomic uint32_t nclaimed; /* slots [0, nclaimed) may be in use */
@@ -67,6 +70,7 @@ struct swv_shm_peer {
 	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
+	uint64_t full_since;  /* when the ring was first found full in a row (under lock) */
 };
 
 struct swv_shm_port {
@@ -75,6 +79,7 @@ struct swv_shm_port {
 	int fd; /* the endpoint's UDP socket: doorbells go out through it */
 	uint64_t self_key;
 	int32_t pid;
+	unsigned fork_gen; /* fork_gen when opened: in a child of fork, the port is inert */
 	/* receive side (progress work lock) */
 	uint64_t rx_next[SWV_SHM_SLOTS]; /* head to publish at release */
 	uint32_t rx_dirty;		 /* slots taken from since the last release */
@@ -87,6 +92,28 @@ struct swv_shm_port {
 	bool full_logged;
 	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
 };
+
+/* Bumped in the child of every fork(): inboxes and rings stay the parent's, and a child
+ * that inherited a port must neither consume its rings, nor produce into its peers'
+ * rings (it would be a second producer), nor close (unlink) its inbox. */
+static _Atomic unsigned fork_gen;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+static void atfork_init(void)
+{
+	(void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+static inline bool port_inert(const struct swv_shm_port *sp)
+{
+	return swv_unlikely(sp->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed));
+}
+
+/* A ring full for longer than this belongs to a receiver that stopped (SIGSTOP, a
+ * debugger): what is sent to it is then dropped, as a full socket buffer drops it. */
+#define FULL_DROP_NS 10000000ull
 
 static inline uint64_t round8(uint64_t v)
 {
@@ -143,10 +170,95 @@ static int stat_inbox(const char *name, struct stat *st)
 	return stat(path, st);
 }
 
+/* Not cached: a child of fork may be in another PID namespace than its parent. Called
+ * on slow paths only (claiming, sweeping, a full ring). */
+static uint64_t self_pidns(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 static bool pid_alive(int32_t pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
+
+/* Whether the inbox's owner is known to be gone. An owner in another PID namespace
+ * cannot be judged by its pid: it counts as alive. */
+static bool owner_dead(const struct shm_hdr *h)
+{
+	uint64_t ns = self_pidns();
+	return ns && h->owner_pidns == ns && !pid_alive(h->owner_pid);
+}
+
+/* Likewise for a slot's claimer: it shares the owner's namespace only if we do. */
+static bool claimer_dead(const struct shm_hdr *h, int32_t pid)
+{
+	uint64_t ns = self_pidns();
+	return ns && h->owner_pidns == ns && !pid_alive(pid);
+}
+
+/* Mark the inbox named name closed, so that senders with a cached route to it look
+ * again, and remove the name. For an inbox whose owner is gone. */
+static void retire_inbox(const char *name)
+{
+	int mfd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (mfd < 0)
+		return;
+	struct stat st;
+	if (fstat(mfd, &st) == 0 && (size_t)st.st_size >= PAGE && st.st_uid == getuid()) {
+		struct shm_hdr *h = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		if (h != MAP_FAILED) {
+			if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHM_MAGIC)
+				atomic_store(&h->closed, 1);
+			munmap(h, PAGE);
+		}
+	}
+	close(mfd);
+	(void)shm_unlink(name);
+}
+
+/* Once per process: remove the inboxes of this user and network namespace whose owners
+ * died without closing them (SIGKILL, exit without ibv_close_device), so that they do
+ * not pile up in /dev/shm. Owners in another PID namespace are never judged dead. */
+static void sweep_dead(void)
+{
+	char prefix[64];
+	struct stat ns;
+	if (stat("/proc/self/ns/net", &ns))
+		return;
+	int n = snprintf(prefix, sizeof(prefix), "swverbs.%u.%lu.", (unsigned)getuid(),
+			 (unsigned long)ns.st_ino);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, (size_t)n))
+			continue;
+		char name[300];
+		snprintf(name, sizeof(name), "/%s", e->d_name);
+		int mfd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+		if (mfd < 0)
+			continue;
+		struct stat st;
+		bool dead = false;
+		if (fstat(mfd, &st) == 0 && (size_t)st.st_size == INBOX_SIZE &&
+		    st.st_uid == getuid()) {
+			struct shm_hdr *h = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, mfd, 0);
+			if (h != MAP_FAILED) {
+				dead = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHM_MAGIC &&
+				       owner_dead(h);
+				munmap(h, PAGE);
+			}
+		}
+		close(mfd);
+		if (dead)
+			retire_inbox(name);
+	}
+	closedir(d);
+}
+static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
 
 struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 {
@@ -157,17 +269,24 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 		errno = ENOMEM;
 		return NULL;
 	}
+	pthread_once(&atfork_once, atfork_init);
+	pthread_once(&sweep_once, sweep_dead);
+	sp->fork_gen = atomic_load(&fork_gen);
 	rc = inbox_name(sp->name, sizeof(sp->name), addr, port);
 	if (rc)
 		goto fail;
-	/* A name left by a process that died without closing: the port is ours now. */
-	(void)shm_unlink(sp->name);
+	/* A name left by a process that died without closing: the port is ours now (we
+	 * hold its socket), so that owner is gone. Senders that cached a route to its
+	 * inbox must learn it closed, or they would keep writing into it. */
+	retire_inbox(sp->name);
 	int mfd = shm_open(sp->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (mfd < 0) {
 		rc = errno;
 		goto fail;
 	}
-	if (ftruncate(mfd, (off_t)INBOX_SIZE)) {
+	/* The header and slot pages are allocated now: on a full /dev/shm that is a
+	 * refusal here, not a SIGBUS at the first touch (the rings: claim_slot). */
+	if (ftruncate(mfd, (off_t)INBOX_SIZE) || fallocate(mfd, 0, 0, (off_t)RINGS_OFF)) {
 		rc = errno;
 		close(mfd);
 		(void)shm_unlink(sp->name);
@@ -186,6 +305,7 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 	sp->inbox->nslots = SWV_SHM_SLOTS;
 	sp->inbox->ring_bytes = SWV_SHM_RING_BYTES;
 	sp->inbox->owner_pid = sp->pid;
+	sp->inbox->owner_pidns = self_pidns();
 	/* Born armed: the progress thread may be asleep already, and it arms only the
 	 * inboxes it knows of before it sleeps; the first sender then rings. */
 	atomic_store(&sp->inbox->sleeping, 1);
@@ -203,8 +323,16 @@ fail:
 	return NULL;
 }
 
-static void peer_unmap(struct swv_shm_peer *p)
+/* Unmap a destination; with release, give its slot back so that the receiver's slots do
+ * not run out while this process lives (the receiver may still hold records of ours: a
+ * next claimer continues after them). */
+static void peer_unmap(struct swv_shm_peer *p, bool release)
 {
+	if (p->hdr && release) {
+		int32_t me = (int32_t)getpid();
+		atomic_store(&p->slot->addr, 0);
+		atomic_compare_exchange_strong(&p->slot->pid, &me, 0);
+	}
 	if (p->hdr)
 		munmap(p->hdr, INBOX_SIZE);
 	pthread_mutex_destroy(&p->lock);
@@ -215,12 +343,15 @@ void swv_shm_close(struct swv_shm_port *sp)
 {
 	if (!sp)
 		return;
-	atomic_store(&sp->inbox->closed, 1);
-	(void)shm_unlink(sp->name);
+	bool inert = port_inert(sp); /* a child of fork: the inbox and slots are the parent's */
+	if (!inert) {
+		atomic_store(&sp->inbox->closed, 1);
+		(void)shm_unlink(sp->name);
+	}
 	munmap(sp->inbox, INBOX_SIZE);
 	unsigned n = atomic_load(&sp->npeers);
 	for (unsigned i = 0; i < n; i++)
-		peer_unmap(sp->peers[i]);
+		peer_unmap(sp->peers[i], !inert);
 	pthread_mutex_destroy(&sp->lock);
 	free(sp);
 }
@@ -236,13 +367,16 @@ static struct shm_slot *claim_slot(struct swv_shm_port *sp, struct shm_hdr *h, i
 			struct shm_slot *s = slot_at(h, i);
 			int32_t pid = atomic_load(&s->pid);
 			uint64_t a = atomic_load(&s->addr);
+			uint64_t t = atomic_load(&s->tail), hd = atomic_load(&s->head);
 			bool take;
+			if ((t & 7) || t - hd > SWV_SHM_RING_BYTES)
+				continue; /* positions nobody sound left: not a ring to write */
 			if (pass == 0) /* ours already (an earlier mapping of this process) */
 				take = pid == sp->pid && a == sp->self_key;
 			else if (pass == 1)
 				take = pid == 0;
 			else
-				take = pid != sp->pid && !pid_alive(pid);
+				take = pid != sp->pid && claimer_dead(h, pid);
 			if (!take)
 				continue;
 			if (pass > 0 && !atomic_compare_exchange_strong(&s->pid, &pid, sp->pid))
@@ -292,9 +426,9 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	bool valid = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == SHM_MAGIC &&
 		     h->version == SHM_VERSION && h->nslots == SWV_SHM_SLOTS &&
 		     h->ring_bytes == SWV_SHM_RING_BYTES;
-	if (valid && !atomic_load(&h->closed) && pid_alive(h->owner_pid)) {
+	if (valid && !atomic_load(&h->closed) && !owner_dead(h)) {
 		s = claim_slot(sp, h, mfd, &idx);
-	} else if (valid && !pid_alive(h->owner_pid)) {
+	} else if (valid && owner_dead(h)) {
 		/* Left by a process that was killed: remove it unless the name has been
 		 * taken by a new inbox meanwhile. */
 		struct stat now;
@@ -357,7 +491,7 @@ static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct soc
 
 struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockaddr_in *dst)
 {
-	if (!sp || !dst)
+	if (!sp || !dst || port_inert(sp))
 		return NULL;
 	uint64_t key = addr_key(dst->sin_addr, ntohs(dst->sin_port));
 	unsigned n = atomic_load_explicit(&sp->npeers, memory_order_acquire);
@@ -397,8 +531,12 @@ static void ring_if_sleeping(struct swv_shm_port *sp, struct swv_shm_peer *p)
 		struct sockaddr_in to = {.sin_family = AF_INET};
 		to.sin_addr.s_addr = htonl((uint32_t)(p->key >> 16));
 		to.sin_port = htons((uint16_t)p->key);
-		(void)sendto(sp->fd, doorbell, sizeof(doorbell), MSG_DONTWAIT | MSG_NOSIGNAL,
-			     (struct sockaddr *)&to, sizeof(to));
+		if (sendto(sp->fd, doorbell, sizeof(doorbell), MSG_DONTWAIT | MSG_NOSIGNAL,
+			   (struct sockaddr *)&to, sizeof(to)) < 0) {
+			/* Not rung: leave the flag set so that the next sender rings. */
+			atomic_store(&p->hdr->sleeping, 1);
+			return;
+		}
 		stat_add(&sp->doorbells_sent, 1);
 	}
 }
@@ -433,7 +571,7 @@ static inline uint64_t rec_place(uint64_t pos, uint64_t need, bool *wrap)
 int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
 		 int iovcnt, size_t seg_size, unsigned nseg)
 {
-	if (swv_unlikely(!sp || !p || !iov || iovcnt <= 0 || !nseg))
+	if (swv_unlikely(!sp || !p || !iov || iovcnt <= 0 || !nseg || port_inert(sp)))
 		return EINVAL;
 	uint8_t *ring = atomic_load_explicit(&p->ring, memory_order_acquire);
 	if (swv_unlikely(!ring))
@@ -461,16 +599,27 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		end = rec_place(end, need, &wrap) + need;
 	}
 	if (end - head > SWV_SHM_RING_BYTES) {
+		uint64_t now = swv_now_ns();
+		if (!p->full_since)
+			p->full_since = now;
+		bool stuck = now - p->full_since > FULL_DROP_NS;
 		pthread_mutex_unlock(&p->lock);
 		stat_add(&sp->tx_full, 1);
 		/* A receiver that died holds its ring full for ever: what is sent to it is
-		 * lost, as datagrams to a closed port are, and the route is looked up again. */
-		if (!pid_alive(p->hdr->owner_pid)) {
+		 * lost, as datagrams to a closed port are, and the route is looked up again.
+		 * One that stopped (SIGSTOP, a debugger) loses it too after FULL_DROP_NS, as
+		 * its full socket buffer would, instead of holding the sender's queue. */
+		if (owner_dead(p->hdr)) {
 			atomic_store(&p->stale, true);
+			return 0;
+		}
+		if (stuck) {
+			ring_if_sleeping(sp, p);
 			return 0;
 		}
 		return EAGAIN;
 	}
+	p->full_since = 0;
 	uint64_t pos = p->tail;
 	int vi = 0;
 	size_t voff = 0;
@@ -512,7 +661,7 @@ void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p)
 
 int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
 {
-	if (!sp || !out || max <= 0)
+	if (!sp || !out || max <= 0 || port_inert(sp))
 		return 0;
 	struct shm_hdr *h = sp->inbox;
 	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
@@ -584,7 +733,7 @@ void swv_shm_rx_release(struct swv_shm_port *sp)
 
 bool swv_shm_arm(struct swv_shm_port *sp, bool on)
 {
-	if (!sp)
+	if (!sp || port_inert(sp))
 		return false;
 	struct shm_hdr *h = sp->inbox;
 	if (!on) {

@@ -17,8 +17,9 @@
 
 #include "core/context.h"
 #include "core/qp.h"
+#include "core/trig.h"
 #include "link/shm.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "progress/progress.h"
 #include "transport/packet.h"
 #include "util/clock.h"
@@ -75,10 +76,10 @@ static void group_flush(struct swv_progress_rx *st)
 	st->gqp = NULL;
 }
 
-/* Validate one packet and queue it for its QP; consecutive packets for one QP are
- * handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
+/* Validate one packet and queue it for its QP (false: it was a doorbell); consecutive packets for
+ * one QP are handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
  * into the receive buffers, so the group is handed over before the next receive. */
-static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
+static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
 			struct swv_progress_rx *st)
 {
 	struct swv_progress *pr = &ctx->progress;
@@ -92,19 +93,19 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		 * sender ringing again. It re-arms and sleeps if there is nothing to do. */
 		if (!swv_progress_is_self(ctx))
 			swv_progress_kick(ctx, 0);
-		return;
+		return false;
 	}
 	stat_inc(&pr->rx_packets);
 	rc = swv_pkt_parse_ex(rp->buf, rp->len, ctx->cfg->auth, &pkt);
 	if (rc) {
 		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
-		return;
+		return true;
 	}
 	/* The QPN names its socket: a packet for another port's QPN is misrouted. */
 	struct swv_qp *qp = swv_ctx_qp_lookup(ctx, ep, pkt.dqpn);
 	if (!qp) {
 		stat_inc(&pr->rx_no_qp);
-		return;
+		return true;
 	}
 	if (qp != st->gqp || st->gn == RX_GROUP)
 		group_flush(st);
@@ -113,9 +114,11 @@ static void rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	st->gp[st->gn] = &st->gpk[st->gn];
 	st->gs[st->gn] = &rp->src;
 	st->gn++;
+	return true;
 }
 
-/* Returns the number of packets dispatched; each receive call is counted in *calls
+/* Returns the number of packets dispatched (doorbells are not packets: one that arrives
+ * late must not make the context look busy); each receive call is counted in *calls
  * (work_lock held: one writer at a time). */
 static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
 		       _Atomic uint64_t *calls)
@@ -126,9 +129,8 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
 		stat_inc(calls);
 		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
-			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
+			total += rx_dispatch(ctx, ep, &st->rx.segs[i], st);
 		group_flush(st);
-		total += n > 0 ? n : 0;
 		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
@@ -438,6 +440,9 @@ static void *progress_main(void *arg)
 		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
 		work_end(pr);
 		pthread_mutex_unlock(&pr->work_lock);
+		/* Triggers this iteration's completions made due (or that another thread
+		 * queued and kicked us for): issued outside every lock (core/trig.h). */
+		swv_trig_run(ctx);
 	}
 	return NULL;
 }
@@ -477,6 +482,7 @@ int swv_progress_assist(struct swv_context *ctx)
 		rx_hot(pr, swv_now_ns());
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
+	swv_trig_run(ctx); /* as the thread does after an iteration */
 	return done;
 }
 

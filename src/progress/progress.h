@@ -157,6 +157,16 @@ int swv_progress_drive(struct swv_context *ctx);
  * waking it if it sleeps with its sockets muted. Cheap when no lease is held. */
 void swv_progress_release(struct swv_context *ctx);
 
+/* Whether swv_progress_drive might run a pass: loads only, no clock. A lapsed
+ * rx_hot_until still answers true until a drive clears it, so callers that skip the
+ * drive on false must still drive now and then on true (the counter read does, every
+ * SWV_CNTR_READ_STILL reads). */
+static inline bool swv_progress_maybe_wanted(struct swv_progress *pr)
+{
+	return atomic_load_explicit(&pr->sq_outstanding, memory_order_relaxed) > 0 ||
+	       atomic_load_explicit(&pr->rx_hot_until, memory_order_relaxed) != 0;
+}
+
 /* Send WQEs queued (+n) or retired/dropped (-n) on a QP of the context (qp->lock held). */
 static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
 {

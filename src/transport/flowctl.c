@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 
 #include "core/qp.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/flowctl.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"

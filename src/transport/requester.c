@@ -13,7 +13,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"

@@ -1094,8 +1094,10 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	c.wc.slid = 0;
 	if (src && qp->ctx && qp->ctx->cfg && qp->ctx->cfg->link == SWV_LINK_IB)
 		c.wc.slid = swv_lid_from_ip(qp->ctx->cfg, src->sin_addr);
-	/* IB: the sender's SL (its LRH would carry it); RoCE reports 0 as rxe does */
-	c.wc.sl = roce ? 0 : (uint8_t)(pkt->deth_rsvd & SWV_DETH_SL_MASK);
+	/* IB: the sender's SL (its LRH would carry it). RoCE: the network header type, as
+	 * mlx5 reports it there (2 = IPv4, the only kind swverbs receives; rxe reports 0);
+	 * UCX's ud_verbs reads it to find the destination address in the GRH area. */
+	c.wc.sl = roce ? 2 : (uint8_t)(pkt->deth_rsvd & SWV_DETH_SL_MASK);
 	if (cls & SWV_RQ_IMM) {
 		c.wc.imm_data = pkt->imm;
 		c.wc.wc_flags |= IBV_WC_WITH_IMM;

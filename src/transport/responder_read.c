@@ -11,7 +11,7 @@
 #include "core/completion.h"
 #include "core/mr.h"
 #include "core/qp.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/responder.h"

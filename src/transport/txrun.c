@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/packet.h"
 #include "util/compiler.h"
 

@@ -2,7 +2,7 @@
 #include <sys/uio.h>
 
 #include "core/qp.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "transport/packet.h"
 #include "util/compiler.h"
 

@@ -27,7 +27,7 @@
 #include "core/context.h"
 #include "core/qp.h"
 #include "fuzz_qp_rx.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "progress/progress.h"
 #include "transport/crc.h"
 #include "transport/opcode.h"

@@ -39,13 +39,14 @@ for f in "Package: swverbs" "Architecture: $(dpkg --print-architecture)" "Depend
 done
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$TMP/files"
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-want="/usr/bin/swverbs-run /usr/bin/swverbs-info /usr/bin/swverbs-demo
+want="/usr/bin/swverbs-run /usr/bin/swverbs-info /usr/bin/swverbs-demo /usr/bin/swverbs-stat
 /usr/lib/$ma/libswverbs.so.1 /usr/lib/$ma/libswverbs.so /usr/lib/$ma/swverbs/libibverbs.so.1
 /usr/lib/$ma/pkgconfig/swverbs.pc /usr/include/swverbs/infiniband/verbs.h
 /usr/include/swverbs/infiniband/swverbs.h /usr/include/swverbs/infiniband/verbs_api.h
 /usr/include/swverbs/infiniband/ib_user_ioctl_verbs.h /usr/include/swverbs/rdma/ib_user_verbs.h"
-for md in "$SWVERBS_SRC"/docs/man/*.3.md; do
-	want="$want /usr/share/man/man3/$(basename "$md" .md)"
+for md in "$SWVERBS_SRC"/docs/man/*.[1-8].md; do
+	page=$(basename "$md" .md)
+	want="$want /usr/share/man/man${page##*.}/$page"
 done
 for f in $want; do
 	grep -qx "$f" "$TMP/files" || fail "dpkg-deb -c: $f is not in the package"

@@ -30,16 +30,19 @@ for f in "$libdir/libswverbs.so.1" "$libdir/swverbs/libibverbs.so.1" "$libdir/pk
 	 include/swverbs/infiniband/verbs.h include/swverbs/infiniband/swverbs.h \
 	 include/swverbs/infiniband/verbs_api.h include/swverbs/infiniband/ib_user_ioctl_verbs.h \
 	 include/swverbs/rdma/ib_user_verbs.h \
-	 bin/swverbs-run bin/swverbs-info bin/swverbs-demo; do
+	 bin/swverbs-run bin/swverbs-info bin/swverbs-demo bin/swverbs-stat; do
 	[ -e "$P/$f" ] || fail "not installed: $f"
 done
-npages=$(ls "$SWVERBS_SRC"/docs/man/*.3.md | wc -l)
 command -v pandoc >/dev/null || skip "pandoc is not installed: no man pages were built"
-for md in "$SWVERBS_SRC"/docs/man/*.3.md; do
+for md in "$SWVERBS_SRC"/docs/man/*.[1-8].md; do
 	page=$(basename "$md" .md)
-	[ -f "$P/share/man/man3/$page" ] || fail "man page not installed: man3/$page"
+	sec=${page##*.}
+	[ -f "$P/share/man/man$sec/$page" ] || fail "man page not installed: man$sec/$page"
 done
-echo "installed: library, compat library, 5 headers, pkg-config, 3 programs, $npages man pages"
+npages=$(ls "$SWVERBS_SRC"/docs/man/*.[1-8].md | wc -l)
+echo "installed: library, compat library, 5 headers, pkg-config, 4 programs, $npages man pages"
+# swverbs-stat: runs from the prefix (no process to show is not an error)
+"$P/bin/swverbs-stat" -l >/dev/null || fail "installed swverbs-stat -l"
 
 # swverbs-run: the installed one, pointing into the prefix only.
 if grep -q "$SWVERBS_BUILD" "$P/bin/swverbs-run"; then

@@ -122,7 +122,7 @@ static void check_recv(struct swvt *t, const struct mode *m, const struct ibv_wc
 	if (imm)
 		CHECK_EQ(ntohl(wc->imm_data), immv);
 	CHECK_EQ(wc->slid, m->roce ? 0 : t->remote.lid);
-	CHECK_EQ(wc->sl, m->roce ? 0 : sl);
+	CHECK_EQ(wc->sl, m->roce ? 2 : sl); /* RoCE: network header type IPv4, as mlx5 */
 	CHECK_EQ(wc->pkey_index, 0);
 	check_grh_area(t, m, b, grh);
 	CHECK_EQ(swvt_verify(b + 40, len, seed), (size_t)-1);

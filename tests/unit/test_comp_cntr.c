@@ -62,7 +62,8 @@ static void test_caps(struct ibv_context *ctx)
 	CHECK(xc.max_value == UINT64_MAX);
 	CHECK_EQ(xc.max_counters, SWV_DEFAULT_MAX_CNTRS);
 	CHECK_EQ(xc.flags, SWV_COMP_CNTR_CAP_TYPE_BYTES | SWV_COMP_CNTR_CAP_WAIT |
-				   SWV_COMP_CNTR_CAP_FD | SWV_COMP_CNTR_CAP_APP_MEMORY);
+			       SWV_COMP_CNTR_CAP_FD | SWV_COMP_CNTR_CAP_APP_MEMORY |
+			       SWV_COMP_CNTR_CAP_TRIGGERED | SWV_COMP_CNTR_CAP_WAIT_MANY);
 	CHECK_EQ(xc.reserved, 0);
 }
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 
 #define NPKT 64
 

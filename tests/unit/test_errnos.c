@@ -23,7 +23,7 @@
 #include "check.h"
 #include "core/qp.h"
 #include "inproc.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "util/clock.h"
 
 static struct ibv_context *ctx;

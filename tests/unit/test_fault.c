@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "net/fault.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"

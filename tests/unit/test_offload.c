@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "net/fault.h"
 #include "util/compiler.h"
 

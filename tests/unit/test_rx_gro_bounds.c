@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "udp_segment.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "util/compiler.h"
 
 #define MAX_UDP	  65507 /* the largest UDP/IPv4 payload */

@@ -23,7 +23,7 @@
 #include "core/context.h"
 #include "inproc.h"
 #include "link/shm.h"
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "util/clock.h"
 
 #define BUF 65536

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "net/endpoint.h"
+#include "link/endpoint.h"
 #include "link/shm.h"
 #include "net/fault.h"
 #include "util/clock.h"

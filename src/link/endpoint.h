@@ -1,11 +1,13 @@
 /*
- * UDP endpoint: one socket bound to the device IP on an ephemeral port. Owner: net.
- * Sending is thread-safe (any thread may transmit); receiving is done only by the
+ * Endpoint: the link layer's port, one UDP socket bound to the device IP on an ephemeral
+ * port. Owner: link. Every packet leaves through swv_ep_send / swv_ep_send_gso, which
+ * hand it to the intra-host link (link/shm.h) when the destination has an inbox on this
+ * host and send it as a datagram otherwise. Sending is thread-safe (any thread may transmit); receiving is done only by the
  * owning context's progress thread. The fault injector, when configured, sits in
  * swv_ep_send and swv_ep_flush_delayed.
  */
-#ifndef SWV_NET_ENDPOINT_H
-#define SWV_NET_ENDPOINT_H
+#ifndef SWV_LINK_ENDPOINT_H
+#define SWV_LINK_ENDPOINT_H
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -31,7 +33,6 @@ struct swv_endpoint {
 	struct in_addr addr;  /* bound address */
 	struct swv_fault *fault; /* NULL = no injection */
 	pthread_mutex_t fault_lock; /* protects held (the injector locks its own RNG) */
-	/* Additions (net): */
 	bool is_open;             /* swv_ep_close is a no-op on a zeroed/closed endpoint */
 	/* QPs using this socket: changed by their owner (core/context.c, under its
 	 * qp_lock), read lock-free by whoever shares out the socket buffer. */

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The layers of src/ (docs/design.md, "Source tree = architecture"): a file may include
+headers of its own layer and of the layers below it, never of a layer above.
+
+Layers, bottom to top -- the rank each directory of src/ has:
+  util                            0  helpers with no knowledge of RDMA
+  net                             1  configuration, addressing, netdev watch, fault injector
+  link                            2  endpoints: UDP sockets and the intra-host link
+  core, transport, progress       3  verbs objects, RC/UC/UD transport, progress loop (one
+                                     layer for now: they still include each other)
+  api                             4  exported entry points
+  preload, rdmacm                 5  libraries built on the public API
+
+An include of a directory this table does not know is an error too, so a new layer must
+be placed here. Exit status 1 lists every violation. With --self-test, checks that a
+planted upward include is reported (the check can fail).
+"""
+import os
+import re
+import sys
+import tempfile
+
+RANK = {"util": 0, "net": 1, "link": 2, "core": 3, "transport": 3, "progress": 3,
+        "api": 4, "preload": 5, "rdmacm": 5}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def violations(src):
+    bad = []
+    for d in sorted(os.listdir(src)):
+        path = os.path.join(src, d)
+        if not os.path.isdir(path):
+            continue
+        if d not in RANK:
+            bad.append(f"src/{d}/: directory not placed in a layer (tests/layering/check_layers.py)")
+            continue
+        for f in sorted(os.listdir(path)):
+            if not f.endswith((".c", ".h")):
+                continue
+            with open(os.path.join(path, f), encoding="utf-8") as fh:
+                text = fh.read()
+            for inc in INCLUDE.findall(text):
+                if "/" not in inc:
+                    continue  # same directory
+                top = inc.split("/", 1)[0]
+                if top not in RANK:
+                    if os.path.isdir(os.path.join(src, top)):
+                        bad.append(f"src/{d}/{f}: includes {inc}: unknown layer {top}")
+                    continue  # a header outside src/ (include/...)
+                if RANK[top] > RANK[d]:
+                    bad.append(f"src/{d}/{f}: includes {inc}: {d} (layer {RANK[d]}) "
+                               f"must not depend on {top} (layer {RANK[top]})")
+    return bad
+
+
+def self_test():
+    with tempfile.TemporaryDirectory() as t:
+        for d in ("util", "api"):
+            os.mkdir(os.path.join(t, d))
+        with open(os.path.join(t, "api", "x.h"), "w") as fh:
+            fh.write("#pragma once\n")
+        with open(os.path.join(t, "util", "y.c"), "w") as fh:
+            fh.write('#include "api/x.h"\n')
+        found = violations(t)
+    if len(found) != 1 or "util/y.c" not in found[0]:
+        print("self-test: a planted util -> api include was not reported:", found)
+        return 1
+    return 0
+
+
+def main():
+    args = sys.argv[1:]
+    if args and args[0] == "--self-test":
+        if self_test():
+            return 1
+        args = args[1:]
+    if len(args) != 1:
+        print("usage: check_layers.py [--self-test] SRC_DIR", file=sys.stderr)
+        return 2
+    bad = violations(args[0])
+    for b in bad:
+        print(b)
+    if bad:
+        print(f"{len(bad)} include(s) against the layering")
+        return 1
+    print("layering holds:", ", ".join(f"{d}={r}" for d, r in sorted(RANK.items(), key=lambda x: x[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
