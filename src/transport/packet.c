@@ -278,16 +278,21 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 	/* Headers and payload+pad are whole 32-bit words. */
 	if (len & 3)
 		return EINVAL;
-	if ((buf[1] & 0x0f) != 0) /* TVer */
+	/* Opcode and flags byte read once: a packet of the intra-host link lies in memory
+	 * another process can still write (link/shm.h), and every length below must follow
+	 * from the opcode the packet is then taken to have. */
+	const uint8_t op = __atomic_load_n(&buf[0], __ATOMIC_RELAXED);
+	const uint8_t b1 = __atomic_load_n(&buf[1], __ATOMIC_RELAXED);
+	if ((b1 & 0x0f) != 0) /* TVer */
 		return EINVAL;
-	const struct swv_opcode_info *oi = swv_opcode(buf[0]);
+	const struct swv_opcode_info *oi = swv_opcode(op);
 	if (!oi->name)
 		return EINVAL;
 	size_t hdr_len = oi->hdr_len;
 	if (len < hdr_len + SWV_CRC_LEN)
 		return EINVAL;
 	size_t body = len - hdr_len - SWV_CRC_LEN; /* payload + pad, a multiple of 4 */
-	uint8_t pad = (buf[1] >> 4) & 3;
+	uint8_t pad = (b1 >> 4) & 3;
 	if (!(oi->flags & SWV_OPF_PAYLOAD) && body)
 		return EINVAL;
 	if (pad && body == 0) /* pad without payload */
@@ -300,9 +305,9 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 
 	struct swv_pkt p;
 	memset(&p, 0, sizeof(p));
-	p.opcode = buf[0];
-	p.se = buf[1] & 0x80;
-	p.migreq = buf[1] & 0x40;
+	p.opcode = op;
+	p.se = b1 & 0x80;
+	p.migreq = b1 & 0x40;
 	p.padcnt = pad;
 	p.pkey = get_be16(buf + 2);
 	p.dqpn = get_be24(buf + 5);

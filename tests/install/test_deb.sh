@@ -52,7 +52,7 @@ for f in $want; do
 	grep -qx "$f" "$TMP/files" || fail "dpkg-deb -c: $f is not in the package"
 done
 # Files other packages own on Debian 12 must not be in it (dpkg would refuse it).
-for f in /usr/include/infiniband/verbs.h /usr/include/rdma/ib_user_verbs.h /usr/lib/$ma/libibverbs.so.1; do
+for f in /usr/include/infiniband/verbs.h /usr/include/rdma/ib_user_verbs.h /usr/include/rdma/rdma_cma.h /usr/lib/$ma/libibverbs.so.1 /usr/lib/$ma/librdmacm.so.1; do
 	! grep -qx "$f" "$TMP/files" || fail "the package would overwrite $f (owned by another package)"
 done
 dpkg-deb -x "$deb" "$TMP/x"

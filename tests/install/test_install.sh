@@ -49,6 +49,12 @@ if grep -q "$SWVERBS_BUILD" "$P/bin/swverbs-run"; then
 	fail "installed swverbs-run names the build tree: $(grep -n "$SWVERBS_BUILD" "$P/bin/swverbs-run")"
 fi
 grep -q "$P/$libdir/libswverbs.so.1" "$P/bin/swverbs-run" || fail "installed swverbs-run does not name $P/$libdir"
+# ... and at the installed preloads: the sysfs view and the connection manager.
+for l in "$P/$libdir/libswverbs-sysfs.so" "$P/$libdir/swverbs/librdmacm.so.1"; do
+	[ -f "$l" ] || fail "$l is not installed"
+	grep -q "$l" "$P/bin/swverbs-run" || fail "installed swverbs-run does not name $l"
+done
+[ ! -e "$P/$libdir/librdmacm.so.1" ] || fail "librdmacm.so.1 installed where it replaces the system's"
 out=$(env -u SWVERBS_LIB "$P/bin/swverbs-run" ibv_devices) || fail "swverbs-run ibv_devices"
 echo "$out"
 echo "$out" | grep -q 'swv0' || fail "ibv_devices under the installed swverbs-run lists no swv0"
