@@ -29,8 +29,10 @@ struct swv_pkt;
 enum swv_wqe_state {
 	SWV_WQE_POSTED = 0, /* no PSN yet */
 	SWV_WQE_STARTED,    /* PSNs assigned, some or all packets sent */
-	SWV_WQE_ERROR,      /* failed locally while building a packet: completes with
+	SWV_WQE_ERROR,	    /* failed locally while building a packet: completes with
 			     * wqe->status once every earlier WQE completed */
+	SWV_WQE_LOCAL_DONE, /* a local operation (BIND_MW, LOCAL_INV) executed: completes
+			     * once every earlier WQE completed */
 };
 
 /* PSNs in flight. rxe allows 128; over UDP a deeper pipe rides out the moments the
