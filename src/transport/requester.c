@@ -141,7 +141,7 @@ void swv_req_update_timer(struct swv_qp *qp)
 	swv_qp_set_timer(qp, d);
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t op)
+enum ibv_wc_opcode swv_req_wc_opcode(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -166,7 +166,7 @@ static enum ibv_wc_opcode wc_opcode(uint32_t op)
 	}
 }
 
-static enum swv_cntr_slot cntr_slot(uint32_t op)
+enum swv_cntr_slot swv_req_cntr_slot(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -197,15 +197,15 @@ static int complete_one(struct swv_qp *qp, int status)
 	uint32_t bytes = is_atomic(w->opcode) ? 8 : w->length;
 
 	struct swv_completion c = {
-		.slot = cntr_slot(w->opcode),
-		/* Errors always produce a CQE, even for unsignaled WRs. */
-		.cq = (!ok || w->signaled) ? qp->scq : NULL,
-		.wc = {.wr_id = w->wr_id,
-		       .status = (enum ibv_wc_status)status,
-		       .opcode = wc_opcode(w->opcode),
-		       .byte_len = ok ? bytes : 0,
-		       .qp_num = qp->qpn},
-		.bytes = bytes,
+	    .slot = swv_req_cntr_slot(w->opcode),
+	    /* Errors always produce a CQE, even for unsignaled WRs. */
+	    .cq = (!ok || w->signaled) ? qp->scq : NULL,
+	    .wc = {.wr_id = w->wr_id,
+		   .status = (enum ibv_wc_status)status,
+		   .opcode = swv_req_wc_opcode(w->opcode),
+		   .byte_len = ok ? bytes : 0,
+		   .qp_num = qp->qpn},
+	    .bytes = bytes,
 	};
 
 	/* Keep the cursor bookkeeping consistent with the WQE leaving the queue. */
