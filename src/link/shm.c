@@ -333,11 +333,14 @@ fail:
 }
 
 /* Unmap a destination; with release, give its slot back so that the receiver's slots do
- * not run out while this process lives (the receiver may still hold records of ours: a
- * next claimer continues after them). */
+ * not run out while this process lives -- but only once the receiver has taken every
+ * record of ours: it names their source by the slot's address, and the last packets a
+ * closing endpoint sent (an ACK of the final message) must still arrive as ours. A slot
+ * left claimed is taken over once this process is gone (claim_slot). */
 static void peer_unmap(struct swv_shm_peer *p, bool release)
 {
-	if (p->hdr && release) {
+	if (p->hdr && release &&
+	    atomic_load_explicit(&p->slot->head, memory_order_acquire) == p->tail) {
 		int32_t me = (int32_t)getpid();
 		atomic_store(&p->slot->addr, 0);
 		atomic_compare_exchange_strong(&p->slot->pid, &me, 0);

@@ -6,6 +6,8 @@
  *  slot_leak     an endpoint that closes gives back its slot in every inbox it wrote
  *                to: the 33rd short-lived endpoint of one process still uses the link
  *                to a long-lived receiver.
+ *  closing_sender  the last packet of a sender that closes at once is still its own
+ *                (its slot is given back only once drained).
  *  port_reuse    a receiver SIGKILLed, its port bound again by a new inbox: a sender
  *                with a cached route learns the old inbox closed and reaches the new one.
  *  hostile_tail  a same-user process leaves a free slot with an unaligned tail: no
@@ -128,6 +130,31 @@ static void slot_leak(void)
 	}
 	EXPECT(routed == SWV_SHM_SLOTS + 8,
 	       "closed senders of a live process keep their slots: later senders fall back to UDP");
+	swv_ep_close(&r);
+}
+
+/* A sender that closes right after its last packet (an ACK of the final message, then
+ * ibv_close_device): the packet still arrives named as its own, not as from a freed
+ * slot's null address (the receiver would drop it as from a stranger). */
+static void closing_sender(void)
+{
+	struct swv_endpoint r, s;
+	CHECK_OK(swv_ep_open(&r, lo(), NULL));
+	struct swv_shm_port *rp = swv_shm_open(lo(), r.port, r.fd);
+	CHECK(rp);
+	ep_open_shm(&s);
+	struct sockaddr_in to = swv_ep_sockaddr(&r), from = swv_ep_sockaddr(&s);
+	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK_EQ(send_one(&s, &to), 0);
+	swv_ep_close(&s);
+	struct swv_rx_pkt got[4];
+	int n = swv_shm_rx_take(rp, got, 4);
+	CHECK_EQ(n, 1);
+	EXPECT(got[0].src.sin_addr.s_addr == from.sin_addr.s_addr &&
+		   got[0].src.sin_port == from.sin_port,
+	       "the last packet of a closing sender arrives from no address");
+	swv_shm_rx_release(rp);
+	swv_shm_close(rp);
 	swv_ep_close(&r);
 }
 
@@ -522,6 +549,7 @@ int main(int argc, char **argv)
 		const char *name;
 		void (*fn)(void);
 	} t[] = {{"slot_leak", slot_leak},
+		 {"closing_sender", closing_sender},
 		 {"port_reuse", port_reuse},
 		 {"hostile_tail", hostile_tail},
 		 {"doorbell_lost", doorbell_lost},
