@@ -32,18 +32,25 @@ fi_info_has fi_info.verbs.msg verbs FI_EP_MSG swv0
 fi_info_has fi_info.verbs.dgram verbs FI_EP_DGRAM swv0-dgram
 fi_info_has fi_info.rxm.rdm "verbs;ofi_rxm" FI_EP_RDM swv0
 
-# finalize_race NAME: the run failed only at fi_pingpong's finalize with the RxM client's
-# "fin" send flushed, after the server had finished cleanly and the client had printed its
-# whole table. The server's ACK of that send and its DREQ reach the client on different
-# sockets (QP and CM), read by different threads; when the CM's DISCONNECTED event is
-# taken first, RxM closes the connection and the verbs QP flushes the send the ACK was
-# about to complete. A known swverbs gap (docs/compat.md, "Known gaps"): exactly this
-# outcome is retried, loudly, nothing else.
+# finalize_race NAME: the run failed only at fi_pingpong's finalize: one side's "fin"
+# send came back flushed while the other side finished cleanly, after both printed their
+# whole table. Each side closes its RxM connection as soon as it has the other's "fin";
+# the send is flushed when the closing peer's DISCONNECTED is handled before that send's
+# completion. One cause is fixed (a move to ERR first reads what already arrived:
+# unit/test_qp_err_drain); about one run in ten on a loaded machine still ends this way
+# (docs/compat.md, "Known gaps"). Exactly this outcome is retried, loudly, nothing else.
 FINALIZE_RETRIES=3
 finalize_race() {
-	[ "$PAIR_SRC" = 0 ] && [ "$PAIR_CRC" != 0 ] &&
-		grep -q 'cq_readerr: Work Request Flushed Error' "$TMP/$1.client" &&
-		awk '$1 == "1m" { n++ } END { exit !(n >= 1) }' "$TMP/$1.client"
+	local bad
+	if [ "$PAIR_SRC" = 0 ] && [ "$PAIR_CRC" != 0 ]; then
+		bad=client
+	elif [ "$PAIR_CRC" = 0 ] && [ "$PAIR_SRC" != 0 ]; then
+		bad=server
+	else
+		return 1
+	fi
+	grep -q 'cq_readerr: Work Request Flushed Error' "$TMP/$1.$bad" &&
+		grep -q '^1m ' "$TMP/$1.client" && grep -q '^1m ' "$TMP/$1.server"
 }
 
 # pingpong NAME PROVIDER EP LAST_SIZE: server and client (the client starts once the
@@ -56,8 +63,8 @@ pingpong() {
 			fi_pingpong -p "$prov" -e "$ep" -c -I 100 -B "$p" -- \
 			fi_pingpong -p "$prov" -e "$ep" -c -I 100 -P "$p" 127.0.0.1 && break
 		if [ "$ep" = rdm ] && [ $i -lt $FINALIZE_RETRIES ] && finalize_race "$name"; then
-			loud "*** RETRY $((i + 1))/$FINALIZE_RETRIES: $name: the client's fin send" \
-				"was flushed at finalize (ACK vs DREQ race, docs/compat.md) ***"
+			loud "*** RETRY $((i + 1))/$FINALIZE_RETRIES: $name: a fin send was flushed" \
+				"at finalize (the known RxM shutdown race, docs/compat.md) ***"
 			continue
 		fi
 		echo "---- $name server (rc $PAIR_SRC): $PAIR_SRV"; cat "$TMP/$name.server"
