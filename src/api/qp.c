@@ -12,6 +12,7 @@
 #include "core/pd.h"
 #include "core/qp.h"
 #include "core/qp_ex.h"
+#include "progress/progress.h"
 #include "util/compiler.h"
 
 /* Create attributes swverbs understands. XRC domains, TSO headers and RSS (indirection
@@ -87,11 +88,36 @@ SWV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
 	return qp;
 }
 
+/*
+ * Moving a QP to ERR flushes what it has outstanding. Packets that reached the device
+ * before the call (an ACK waiting in the socket or the inbox) are processed first, as an
+ * adapter has processed what came in on the wire before a later command. The peer's CM
+ * DREQ comes on another socket to another thread: libfabric's RxM, disconnecting on it,
+ * otherwise flushed a send whose ACK had arrived just before the DREQ. Best effort: a
+ * pass another thread has under way is waited for, a few times at most.
+ */
+static void drain_before_err(struct swv_qp *q)
+{
+	struct swv_context *ctx = q->ctx;
+
+	if (swv_progress_is_self(ctx))
+		return;
+	for (int i = 0; i < 4; i++) {
+		if (swv_progress_assist(ctx) >= 0)
+			return;
+		swv_progress_sync(ctx);
+	}
+}
+
 SWV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	if (!qp || !attr)
 		return EINVAL;
-	return swv_qp_modify(to_swv_qp(qp), attr, attr_mask);
+	struct swv_qp *q = to_swv_qp(qp);
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR &&
+	    qp->state != IBV_QPS_ERR && qp->state != IBV_QPS_RESET)
+		drain_before_err(q);
+	return swv_qp_modify(q, attr, attr_mask);
 }
 
 SWV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,

@@ -839,6 +839,14 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *idp, struct rdma_event_channel 
 	bool sync = !nc;
 	if (sync && !(nc = chan_new()))
 		return -1;
+	/* A synchronous id holds its last event until the next call; leaving the private
+	 * channel acks it, as librdmacm does (else rdma_destroy_id waits for it forever:
+	 * libfabric's verbs provider migrates the ids rdma_create_ep made to its EQ). */
+	if (id->sync && id->id.event) {
+		struct rdma_cm_event *e = id->id.event;
+		id->id.event = NULL;
+		rdma_ack_cm_event(e);
+	}
 	pthread_mutex_lock(&cm_lock);
 	struct cm_channel *old = id->chan;
 	bool old_sync = id->sync;

@@ -33,61 +33,94 @@ static const struct addrinfo *pick(const struct addrinfo *ai)
 	return ai;
 }
 
+/*
+ * librdmacm's rules: with neither node nor service the answer is built from the hints
+ * alone (flags, family, QP type, port space, destination), which is how libfabric's verbs
+ * provider asks once it holds sockaddrs; a source address in the hints is kept when the
+ * lookup gave none. No node, no service and no hints is EINVAL. Failures return -1 with
+ * errno set (for a getaddrinfo failure, errno holds its EAI_ code, as in librdmacm).
+ */
 CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 			       const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
-	if (!res || (!node && !service)) {
+	if (!res || (!node && !service && !hints)) {
 		errno = EINVAL;
-		return EAI_NONAME;
+		return -1;
 	}
+	static const struct rdma_addrinfo nohints;
+	if (!hints)
+		hints = &nohints;
 	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
 	if (!r) {
 		errno = ENOMEM;
-		return EAI_MEMORY;
+		return -1;
 	}
-	int flags = hints ? hints->ai_flags : 0;
-	struct addrinfo h = {.ai_socktype = SOCK_STREAM};
-	h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
-	if (flags & RAI_PASSIVE)
-		h.ai_flags |= AI_PASSIVE;
-	if (flags & RAI_NUMERICHOST)
-		h.ai_flags |= AI_NUMERICHOST;
-	struct addrinfo *ai = NULL;
-	int rc = getaddrinfo(node, service, &h, &ai);
-	if (rc) {
-		free(r);
-		return rc;
-	}
-	const struct addrinfo *a = pick(ai);
-	r->ai_flags = flags;
-	r->ai_family = a->ai_family;
-	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-	if (hints && hints->ai_qp_type)
-		r->ai_qp_type = hints->ai_qp_type;
-	else
-		r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-	if (hints && !hints->ai_port_space && hints->ai_qp_type == IBV_QPT_UD)
-		r->ai_port_space = RDMA_PS_UDP;
-	struct sockaddr *sa = dup_addr(a->ai_addr, a->ai_addrlen);
-	if (!sa) {
+	int err = 0;
+	if (node || service) {
+		int flags = hints->ai_flags;
+		struct addrinfo h = {0};
+		h.ai_family = hints->ai_family;
+		h.ai_socktype =
+		    hints->ai_qp_type == IBV_QPT_UD || hints->ai_port_space == RDMA_PS_UDP
+			? SOCK_DGRAM
+			: SOCK_STREAM;
+		if (flags & RAI_PASSIVE)
+			h.ai_flags |= AI_PASSIVE;
+		if (flags & RAI_NUMERICHOST)
+			h.ai_flags |= AI_NUMERICHOST;
+		struct addrinfo *ai = NULL;
+		int rc = getaddrinfo(node, service, &h, &ai);
+		if (rc) {
+			free(r);
+			errno = rc;
+			return -1;
+		}
+		const struct addrinfo *a = pick(ai);
+		r->ai_flags = (flags & RAI_PASSIVE) ? RAI_PASSIVE : 0;
+		r->ai_family = a->ai_family;
+		r->ai_port_space = hints->ai_port_space		 ? hints->ai_port_space
+				   : h.ai_socktype == SOCK_DGRAM ? RDMA_PS_UDP
+								 : RDMA_PS_TCP;
+		if (hints->ai_qp_type)
+			r->ai_qp_type = hints->ai_qp_type;
+		else
+			r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+		struct sockaddr *sa = dup_addr(a->ai_addr, a->ai_addrlen);
+		if (sa && (flags & RAI_PASSIVE)) {
+			r->ai_src_addr = sa;
+			r->ai_src_len = a->ai_addrlen;
+		} else if (sa) {
+			r->ai_dst_addr = sa;
+			r->ai_dst_len = a->ai_addrlen;
+		} else {
+			err = ENOMEM;
+		}
+		if (a->ai_canonname)
+			r->ai_dst_canonname = strdup(a->ai_canonname);
 		freeaddrinfo(ai);
-		free(r);
-		return EAI_MEMORY;
-	}
-	if (flags & RAI_PASSIVE) {
-		r->ai_src_addr = sa;
-		r->ai_src_len = a->ai_addrlen;
 	} else {
-		r->ai_dst_addr = sa;
-		r->ai_dst_len = a->ai_addrlen;
-		if (hints && hints->ai_src_addr && hints->ai_src_len) {
-			r->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len);
-			r->ai_src_len = r->ai_src_addr ? hints->ai_src_len : 0;
+		r->ai_flags = hints->ai_flags;
+		r->ai_family = hints->ai_family;
+		r->ai_qp_type = hints->ai_qp_type;
+		r->ai_port_space = hints->ai_port_space;
+		if (hints->ai_dst_addr && hints->ai_dst_len) {
+			r->ai_dst_addr = dup_addr(hints->ai_dst_addr, hints->ai_dst_len);
+			r->ai_dst_len = hints->ai_dst_len;
+			if (!r->ai_dst_addr)
+				err = ENOMEM;
 		}
 	}
-	if (a->ai_canonname)
-		r->ai_dst_canonname = strdup(a->ai_canonname);
-	freeaddrinfo(ai);
+	if (!err && !r->ai_src_len && hints->ai_src_addr && hints->ai_src_len) {
+		r->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len);
+		r->ai_src_len = hints->ai_src_len;
+		if (!r->ai_src_addr)
+			err = ENOMEM;
+	}
+	if (err) {
+		rdma_freeaddrinfo(r);
+		errno = err;
+		return -1;
+	}
 	*res = r;
 	return 0;
 }

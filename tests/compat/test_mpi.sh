@@ -61,6 +61,17 @@ OMPI_MCA_pml=ob1 OMPI_MCA_btl=openib,self OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx,pt
 	run ompi.btl_openib "bml: Using openib btl for send" \
 	mpirun.openmpi -np 2 --mca btl_base_verbose 30 "$TMP/mpi_check_ompi"
 
+# mtl ofi: libfabric's verbs provider under RxM (RC connections through swverbs'
+# librdmacm). FI_PROVIDER keeps libfabric to that stack; the run must show the verbs
+# domain (mtl_ofi's provider line) and RxM accepting a connection over verbs.
+OMPI_MCA_pml=cm OMPI_MCA_mtl=ofi OMPI_MCA_btl=self OMPI_MCA_osc=^ucx,pt2pt \
+	OMPI_MCA_mtl_ofi_provider_include="verbs;ofi_rxm" FI_PROVIDER="verbs;ofi_rxm" \
+	FI_LOG_LEVEL=info \
+	run ompi.mtl_ofi.rxm "mtl:ofi:provider: swv0\$" \
+	mpirun.openmpi -np 2 --mca mtl_base_verbose 30 "$TMP/mpi_check_ompi"
+grep -q 'ofi_rxm:ep_ctrl:rxm_process_connreq' "$TMP/ompi.mtl_ofi.rxm" ||
+	{ cat "$TMP/ompi.mtl_ofi.rxm"; fail "ompi.mtl_ofi.rxm: no RxM connection over verbs"; }
+
 mpichversion | grep -q 'ch4:ucx' || fail "Debian's MPICH is not ch4:ucx: $(mpichversion | grep Device)"
 for tls in rc_v ud_v; do
 	UCX_TLS="$tls,self" UCX_NET_DEVICES=swv0:1 \
