@@ -52,7 +52,10 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->max_res_rd_atom = SWV_MAX_QP * SWV_MAX_RD_ATOMIC;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SWV_DEV_MAX_AH;
-	/* No MW, multicast or EE yet: 0 says so. */
+	a->max_mcast_grp = SWV_MCAST_MAX_GRP;
+	a->max_mcast_qp_attach = SWV_MCAST_MAX_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SWV_MCAST_MAX_GRP * SWV_MCAST_MAX_QP_ATTACH;
+	/* No MW or EE yet: 0 says so. */
 	a->max_pkeys = ctx->cfg->npkeys;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
