@@ -670,6 +670,13 @@ static void id_set_dev(struct cm_id *id, struct cm_dev *d)
 	id->id.port_num = d ? 1 : 0;
 	if (d)
 		memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, d->gid.raw, 16);
+	/* librdmacm gives every id on a device that device's PD once bound (pyverbs'
+	 * PD(cmid) takes it from there, then makes the multicast AH on it). Only UD
+	 * ids for now: on RC ids it lets pyverbs' external-QP test run further, into
+	 * an intermittent RNR failure whose leftover binding fails the tests after it
+	 * (docs/compat.md). */
+	if (d && !id->id.pd && id->id.qp_type == IBV_QPT_UD)
+		id->id.pd = dev_pd(d);
 	id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 }
 

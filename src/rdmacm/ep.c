@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
@@ -36,7 +37,10 @@ static const struct addrinfo *pick(const struct addrinfo *ai)
 CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 			       const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
-	if (!res || (!node && !service)) {
+	bool from_hints = !node && !service && hints &&
+			  ((hints->ai_src_addr && hints->ai_src_len) ||
+			   (hints->ai_dst_addr && hints->ai_dst_len));
+	if (!res || (!node && !service && !from_hints)) {
 		errno = EINVAL;
 		return EAI_NONAME;
 	}
@@ -46,6 +50,33 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 		return EAI_MEMORY;
 	}
 	int flags = hints ? hints->ai_flags : 0;
+	if (from_hints) {
+		/* No name to look up: the answer is the addresses the hints carry, as
+		 * librdmacm gives it (pyverbs builds a multicast group's address so). */
+		r->ai_flags = flags;
+		r->ai_port_space = hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+		r->ai_qp_type = hints->ai_qp_type		  ? hints->ai_qp_type
+				: r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD
+								  : IBV_QPT_RC;
+		if (hints->ai_src_addr && hints->ai_src_len) {
+			r->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len);
+			r->ai_src_len = r->ai_src_addr ? hints->ai_src_len : 0;
+			r->ai_family = hints->ai_src_addr->sa_family;
+		}
+		if (hints->ai_dst_addr && hints->ai_dst_len) {
+			r->ai_dst_addr = dup_addr(hints->ai_dst_addr, hints->ai_dst_len);
+			r->ai_dst_len = r->ai_dst_addr ? hints->ai_dst_len : 0;
+			r->ai_family = hints->ai_dst_addr->sa_family;
+		}
+		if ((hints->ai_src_len && !r->ai_src_addr) ||
+		    (hints->ai_dst_len && !r->ai_dst_addr)) {
+			rdma_freeaddrinfo(r);
+			errno = ENOMEM;
+			return EAI_MEMORY;
+		}
+		*res = r;
+		return 0;
+	}
 	struct addrinfo h = {.ai_socktype = SOCK_STREAM};
 	h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
 	if (flags & RAI_PASSIVE)
