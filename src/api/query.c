@@ -58,7 +58,10 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->device_cap_flags |=
 	    IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_mw = SWV_DEV_MAX_MR;
-	/* No multicast or EE yet: 0 says so. */
+	a->max_mcast_grp = SWV_MCAST_MAX_GRP;
+	a->max_mcast_qp_attach = SWV_MCAST_MAX_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SWV_MCAST_MAX_GRP * SWV_MCAST_MAX_QP_ATTACH;
+	/* No EE: 0 says so. */
 	a->max_pkeys = ctx->cfg->npkeys;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;

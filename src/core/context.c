@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"
+#include "core/mcast.h"
 #include "core/qp.h"
 #include "core/trig.h"
 #include "core/srq.h"
@@ -106,6 +107,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->dev = dev;
 	ctx->cfg = dev->cfg;
 	pthread_mutex_init(&ctx->qp_lock, NULL);
+	pthread_mutex_init(&ctx->mcast_lock, NULL);
 	swv_list_init(&ctx->qp_list);
 	pthread_mutex_init(&ctx->cntr_lock, NULL);
 	pthread_mutex_init(&ctx->trig_lock, NULL);
@@ -189,6 +191,7 @@ err_pipe:
 	pthread_mutex_destroy(&ctx->trig_lock);
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
+	pthread_mutex_destroy(&ctx->mcast_lock);
 	free(ctx);
 	errno = rc;
 	return NULL;
@@ -203,6 +206,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
 	swv_trig_release_all(ctx);
 	swv_comp_cntr_release_all(ctx);
+	swv_mcast_close_all(ctx);
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
 	swv_mr_table_destroy(&ctx->mrs);
@@ -214,6 +218,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	pthread_mutex_destroy(&ctx->trig_lock);
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
+	pthread_mutex_destroy(&ctx->mcast_lock);
 	free(ctx);
 }
 

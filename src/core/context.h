@@ -14,6 +14,7 @@
 
 #include "core/async.h"
 #include "core/device.h"
+#include "core/mcast.h"
 #include "core/mr.h"
 #include "net/addr.h"
 #include "link/endpoint.h"
@@ -52,6 +53,10 @@ struct swv_context {
 
 	struct swv_mr_table mrs;
 	struct swv_progress progress;
+
+	/* UD multicast groups joined (core/mcast.h), under mcast_lock */
+	pthread_mutex_t mcast_lock;
+	struct swv_mcast_grp *mcast[SWV_MCAST_MAX_GRP];
 
 	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
 	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */

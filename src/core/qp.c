@@ -199,6 +199,12 @@ fail:
 int swv_qp_destroy(struct swv_qp *qp)
 {
 	struct swv_context *ctx = qp->ctx;
+	/* Still attached to a multicast group: EBUSY, as uverbs answers. */
+	pthread_mutex_lock(&ctx->mcast_lock);
+	unsigned nmcast = qp->nmcast;
+	pthread_mutex_unlock(&ctx->mcast_lock);
+	if (nmcast)
+		return EBUSY;
 	/* Its held triggered WRs go without completions, as its queued WRs do. */
 	swv_trig_qp_destroy(qp);
 	/* After this the progress thread cannot touch the QP (it syncs). */
@@ -494,6 +500,16 @@ void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 	qp->resp.ack_defer = false;
 	swv_resp_flush_ack(qp);
 	swv_ep_batch_end();
+	pthread_mutex_unlock(&qp->lock);
+}
+
+void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src,
+		     const uint8_t mgid[16])
+{
+	pthread_mutex_lock(&qp->lock);
+	qp->rx_mgid = mgid;
+	qp_rx_locked(qp, pkt, src);
+	qp->rx_mgid = NULL;
 	pthread_mutex_unlock(&qp->lock);
 }
 

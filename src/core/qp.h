@@ -155,6 +155,12 @@ struct swv_qp {
 	 * (also added to the context's bad_pkey_cntr) */
 	_Atomic uint64_t rx_bad_pkey;
 
+	/* UD multicast (core/mcast.h): groups attached (under ctx->mcast_lock; destroy
+	 * refuses with EBUSY while any), and the MGID of the group whose datagram is
+	 * being received (under qp->lock, NULL for a unicast one: the GRH's DGID). */
+	unsigned nmcast;
+	const uint8_t *rx_mgid;
+
 	/* async events about this QP handed to the application; under ctx->async.lock
 	 * (core/async.h: destroy waits until that many were acked) */
 	uint32_t async_reported;
@@ -183,6 +189,9 @@ int swv_qp_post_triggered(struct swv_qp *qp, struct ibv_send_wr *wr, struct swv_
 			  uint64_t threshold, struct ibv_send_wr **bad);
 
 /* Progress thread entry points (qp->lock not held on entry). */
+/* A datagram of a multicast group qp is attached to, with the group's MGID. */
+void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src,
+		     const uint8_t mgid[16]);
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
 /* n packets for qp in arrival order (pkts[i] from srcs[i]) under one lock hold, with
  * the responder's ACKs coalesced over the batch. */

@@ -94,6 +94,10 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 	int pmtu = IP_PMTUDISC_DONT;
 	(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 
+	/* Multicast datagrams (UD QPN 0xffffff) leave by the device's own interface,
+	 * which needs no multicast route (docs/wire.md, "UD multicast"). */
+	(void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &addr, sizeof(addr));
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr = addr;
@@ -120,6 +124,48 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 	ep->held_head = ep->held_tail = NULL;
 	ep->gro = false;
 	atomic_init(&ep->gso_off, offload_disabled());
+	ep->is_open = true;
+	return 0;
+}
+
+int swv_ep_open_mcast(struct swv_endpoint *ep, struct in_addr ifaddr, struct in_addr group,
+		      uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = group};
+	struct ip_mreq mr = {.imr_multiaddr = group, .imr_interface = ifaddr};
+	int one = 1, zero = 0, fd, rc;
+
+	if (!ep)
+		return EINVAL;
+	memset(ep, 0, sizeof(*ep));
+	ep->fd = -1;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	sa.sin_port = htons(port);
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr))) {
+		rc = errno;
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &group, ip, sizeof(ip));
+		swv_log(SWV_LOG_ERR, "endpoint: cannot join multicast group %s: %s", ip,
+			strerror(rc));
+		close(fd);
+		return rc;
+	}
+	rc = pthread_mutex_init(&ep->fault_lock, NULL);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	ep->fd = fd;
+	ep->addr = group;
+	ep->port = port;
+	atomic_init(&ep->gso_off, true);
+	ep->mcast = true;
 	ep->is_open = true;
 	return 0;
 }

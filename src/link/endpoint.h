@@ -34,6 +34,7 @@ struct swv_endpoint {
 	struct swv_fault *fault; /* NULL = no injection */
 	pthread_mutex_t fault_lock; /* protects held (the injector locks its own RNG) */
 	bool is_open;             /* swv_ep_close is a no-op on a zeroed/closed endpoint */
+	bool mcast;		  /* a multicast group's receive socket (swv_ep_open_mcast) */
 	/* QPs using this socket: changed by their owner (core/context.c, under its
 	 * qp_lock), read lock-free by whoever shares out the socket buffer. */
 	_Atomic unsigned nqps;
@@ -73,6 +74,13 @@ struct swv_rx_pkt {
  * (may be NULL) is not owned: several endpoints may share one, and it must outlive
  * them. On failure *ep is left closed. */
 int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *fault);
+/* A receive-only socket for the IP multicast group 'group' on UDP port 'port': bound to
+ * group:port with SO_REUSEADDR (every process of the host that joined gets its own
+ * copy of each datagram), a member on the interface that owns ifaddr, and deaf to the
+ * groups other sockets joined (IP_MULTICAST_ALL off). Sets ep->mcast; never has an
+ * inbox or an injector. Returns 0 or a positive errno (*ep then left closed). */
+int swv_ep_open_mcast(struct swv_endpoint *ep, struct in_addr ifaddr, struct in_addr group,
+		      uint16_t port);
 /* Closes the socket and frees packets still held by the injector. Safe on a zeroed
  * or already closed endpoint. Must not race with send/recv on the same endpoint. */
 void swv_ep_close(struct swv_endpoint *ep);

@@ -87,6 +87,32 @@ bool swv_ip_from_gid(const uint8_t gid[16], struct in_addr *ip)
 	return true;
 }
 
+static bool gid_is_v4mapped(const uint8_t gid[16])
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	return memcmp(gid, mapped, sizeof(mapped)) == 0;
+}
+
+bool swv_gid_is_mcast(const uint8_t gid[16])
+{
+	if (!gid)
+		return false;
+	if (gid_is_v4mapped(gid))
+		return (gid[12] & 0xf0) == 0xe0; /* 224.0.0.0/4 */
+	return gid[0] == 0xff;
+}
+
+struct in_addr swv_mcast_group_of_gid(const uint8_t gid[16])
+{
+	struct in_addr a;
+	uint8_t b[4] = {239, gid[13], gid[14], gid[15]};
+
+	if (gid_is_v4mapped(gid))
+		b[0] = gid[12];
+	memcpy(&a.s_addr, b, 4);
+	return a;
+}
+
 static uint8_t prefix_of_mask(uint32_t mask)
 {
 	uint8_t n = 0;

@@ -41,6 +41,18 @@ bool swv_ip_from_lid(const struct swv_dev_config *dev, uint16_t lid, struct in_a
 void swv_gid_of_device(const struct swv_dev_config *dev, uint8_t gid[16]);
 /* Accepts fe80::<swverbs guid> and ::ffff:a.b.c.d. Returns false for anything else. */
 bool swv_ip_from_gid(const uint8_t gid[16], struct in_addr *ip);
+/*
+ * UD multicast (docs/wire.md, "UD multicast"). A multicast GID is an IPv6 multicast
+ * address (ff00::/8) or an IPv4-mapped multicast address (::ffff:224.0.0.0/100), as the
+ * kernel's rdma_is_multicast_addr says. Its IP group: the mapped IPv4 address itself,
+ * else 239.x.y.z from the GID's last three bytes. Datagrams for the group go to UDP
+ * port 65535, which QPN 0xffffff names like any QPN names its port.
+ */
+#define SWV_MCAST_QPN  0xffffffu
+#define SWV_MCAST_PORT 0xffffu
+bool swv_gid_is_mcast(const uint8_t gid[16]);
+struct in_addr swv_mcast_group_of_gid(const uint8_t gid[16]);
+
 /* Interface MTU of the interface that owns ip (0 if unknown). */
 uint32_t swv_ifmtu_of_ip(struct in_addr ip);
 

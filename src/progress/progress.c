@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/mcast.h"
 #include "core/qp.h"
 #include "core/trig.h"
 #include "link/shm.h"
@@ -99,6 +100,15 @@ static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	rc = swv_pkt_parse_ex(rp->buf, rp->len, ctx->cfg->auth, &pkt);
 	if (rc) {
 		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
+		return true;
+	}
+	if (swv_unlikely(ep->mcast)) {
+		/* A group's socket: for QPN 0xffffff only, to every QP attached. */
+		group_flush(st);
+		if (pkt.dqpn != SWV_MCAST_QPN)
+			stat_inc(&pr->rx_no_qp);
+		else
+			swv_mcast_deliver(ctx, ep, &pkt, &rp->src);
 		return true;
 	}
 	/* The QPN names its socket: a packet for another port's QPN is misrouted. */
@@ -413,8 +423,9 @@ static void *progress_main(void *arg)
 			}
 			if (evs[i].data.ptr == NETDEV_TAG)
 				continue; /* done above */
-			if (muted) {
-				/* A socket opened while muted joined the set by itself. */
+			if (muted && !ep->mcast) {
+				/* A socket opened while muted joined the set by itself (a
+				 * group's socket stays: only this thread receives from it). */
 				(void)epoll_ctl(pr->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
 				if (atomic_load_explicit(&pr->test_norx, memory_order_relaxed))
 					continue;
@@ -711,6 +722,26 @@ int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
 	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
 		return errno;
 	return 0;
+}
+
+void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+{
+	(void)epoll_ctl(ctx->progress.epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+}
+
+void swv_progress_quiesce(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+	if (!pr->started || swv_progress_is_self(ctx))
+		return;
+	/* An iteration that was running (or had its events already) ends by bumping the
+	 * epoch; one that starts later cannot see what was removed before this load. */
+	uint64_t e = atomic_load(&pr->epoch);
+	while (atomic_load(&pr->epoch) == e) {
+		swv_progress_kick(ctx, 0);
+		struct timespec ts = {.tv_nsec = 20000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)

@@ -115,6 +115,15 @@ int swv_progress_start(struct swv_context *ctx);
 void swv_progress_stop(struct swv_context *ctx);
 /* Add a socket to the epoll set (any thread; takes effect at once). Returns 0 or errno. */
 int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+/* Take a socket out of the epoll set (a multicast group's; the ports stay for the
+ * context's life). The thread may still hold an event for it: swv_progress_quiesce
+ * before closing it. */
+void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+/* Return once the thread has completed an iteration that began after the call: it no
+ * longer holds anything it saw before (an epoll event of a removed socket, a QP
+ * taken from a list). Wakes the thread for it. From the thread itself, returns at
+ * once. Never call it while holding a QP or CQ lock or the work lock. */
+void swv_progress_quiesce(struct swv_context *ctx);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
 void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);

