@@ -90,6 +90,7 @@ uint64_t swv_qp_ex_supported_ops(enum ibv_qp_type type)
 {
 	switch (type) {
 	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
 		return RC_OPS;
 	case IBV_QPT_UC:
 		return UC_OPS;
@@ -305,10 +306,16 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t re
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 {
-	/* Only XRC send QPs take a remote SRQ number, and swverbs cannot create one
-	 * (XRC is not implemented), so no valid call reaches here: fail the batch as a
-	 * device without XRC would. */
-	unsupported(qpx);
+	struct wr_ent *e = cur(qpx);
+	if (!e)
+		return;
+	if (qp_of(qpx)->xrc != SWV_XRC_INI) {
+		/* only XRC send QPs address a remote SRQ */
+		fail(qp_of(qpx)->wr_batch, EINVAL);
+		return;
+	}
+	/* checked (24 bits) with the rest of the WR by the post path */
+	e->wr.qp_type.xrc.remote_srqn = remote_srqn;
 }
 
 static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t length)

@@ -11,6 +11,7 @@ enum swv_opcode {
 	SWV_OP_RC = 0x00,
 	SWV_OP_UC = 0x20,
 	SWV_OP_UD = 0x60,
+	SWV_OP_XRC = 0xa0, /* XRC: the RC operations; requests carry an XRCETH */
 
 	SWV_OP_SEND_FIRST = 0x00,
 	SWV_OP_SEND_MIDDLE = 0x01,
@@ -52,6 +53,7 @@ enum swv_opcode {
 #define SWV_DETH_LEN   8
 #define SWV_IMM_LEN    4
 #define SWV_IETH_LEN   4
+#define SWV_XRCETH_LEN 4
 
 /* Header presence bits and opcode properties. */
 enum swv_opflag {
@@ -62,9 +64,10 @@ enum swv_opflag {
 	SWV_HDR_DETH = 1u << 4,
 	SWV_HDR_IMM = 1u << 5,
 	SWV_HDR_IETH = 1u << 6,
+	SWV_HDR_XRCETH = 1u << 7, /* right after BTH */
 
-	SWV_OPF_PAYLOAD = 1u << 8,  /* may carry payload */
-	SWV_OPF_REQUEST = 1u << 9,  /* handled by the responder */
+	SWV_OPF_PAYLOAD = 1u << 8,   /* may carry payload */
+	SWV_OPF_REQUEST = 1u << 9,   /* handled by the responder */
 	SWV_OPF_RESPONSE = 1u << 10, /* handled by the completer */
 	/* Position in a message. Single-packet opcodes (ONLY, READ request, atomics, ACKs)
 	 * carry both FIRST and LAST; test (flags & SWV_OPF_ONLY) == SWV_OPF_ONLY. */
@@ -78,7 +81,7 @@ enum swv_opflag {
 	SWV_OPF_WRITE = 1u << 15,
 	SWV_OPF_READ = 1u << 16,
 	SWV_OPF_ATOMIC = 1u << 17,
-	SWV_OPF_ACK = 1u << 18, /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
+	SWV_OPF_ACK = 1u << 18,	    /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
 	SWV_OPF_FLOWCTL = 1u << 19, /* swverbs UC flow control: neither request nor response */
 };
 
@@ -95,14 +98,15 @@ static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 	return &swv_opcode_table[op];
 }
 
-/* True when swverbs implements opcode op (RC, UC, UD and its flow-control opcode; not
+/* True when swverbs implements opcode op (RC, UC, UD, XRC and its flow-control opcode; not
  * RD/CNP/FLUSH/...). */
 static inline int swv_opcode_supported(uint8_t op)
 {
 	return swv_opcode_table[op].name != 0;
 }
 
-/* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC or SWV_OP_UD for supported ones. */
+/* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC, SWV_OP_UD or SWV_OP_XRC for supported
+ * ones. */
 static inline uint8_t swv_opcode_transport(uint8_t op)
 {
 	return op & SWV_OP_TRANSPORT_MASK;

@@ -1,6 +1,7 @@
 /*
  * Opcode table (transport/opcode.c) against roce-wire.md 2.2, written out again here
  * independently: every supported opcode's header length, headers and properties,
+ * the XRC opcodes (the RC ones under 0xa0, requests with an XRCETH after BTH),
  * swverbs' one manufacturer-range opcode (UC flow control, docs/wire.md), and every
  * other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved, the rest of 0xe0-0xff)
  * unsupported.
@@ -64,8 +65,9 @@ static const struct expect rc_only[] = {
 	{0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
 };
 
-#define HDR_MASK (SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH | \
-		  SWV_HDR_IMM | SWV_HDR_IETH)
+#define HDR_MASK                                                                                   \
+	(SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH |            \
+	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_XRCETH)
 
 static int seen[256];
 
@@ -92,6 +94,7 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 	sum += (oi->flags & SWV_HDR_DETH) ? SWV_DETH_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_XRCETH) ? SWV_XRCETH_LEN : 0;
 	CHECK_EQ(oi->hdr_len, sum);
 	/* Exactly one of request / response / flow control. */
 	CHECK_EQ(!!(oi->flags & SWV_OPF_REQUEST) + !!(oi->flags & SWV_OPF_RESPONSE) +
@@ -111,6 +114,24 @@ int main(void)
 	}
 	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++)
 		check_entry(rc_only[i].op, &rc_only[i], "");
+	/* XRC: each RC opcode under 0xa0; requests carry the 4-byte XRCETH, responses
+	 * (READ responses, ACKs) do not. */
+	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
+		struct expect x = rc_uc_common[i];
+		x.len += 4;
+		x.hdrs |= SWV_HDR_XRCETH;
+		check_entry(SWV_OP_XRC | x.op, &x, "XRC_");
+	}
+	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++) {
+		struct expect x = rc_only[i];
+		if (x.op > 0x17)
+			continue; /* UD and flow control have no XRC form */
+		if (x.props & RQ) {
+			x.len += 4;
+			x.hdrs |= SWV_HDR_XRCETH;
+		}
+		check_entry(SWV_OP_XRC | x.op, &x, "X"); /* "XRC_..." from "RC_..." */
+	}
 
 	/* Everything else is unsupported: UC READ/atomic/ACK/INV, reserved 0x15,
 	 * 0x18-0x1f (incl. FLUSH 0x1c, ATOMIC_WRITE 0x1d), RD 0x40-0x5f, other UD
@@ -123,8 +144,9 @@ int main(void)
 			supported++;
 			if (op == SWV_OP_FLOW_CONTROL)
 				continue;
-			CHECK_EQ(swv_opcode_transport((uint8_t)op) & ~0x60, 0);
-			CHECK(swv_opcode_transport((uint8_t)op) != 0x40);
+			uint8_t tp = swv_opcode_transport((uint8_t)op);
+			CHECK(tp == SWV_OP_RC || tp == SWV_OP_UC || tp == SWV_OP_UD ||
+			      tp == SWV_OP_XRC);
 			continue;
 		}
 		if (oi->name || oi->flags || oi->hdr_len || swv_opcode_supported((uint8_t)op)) {
@@ -133,7 +155,9 @@ int main(void)
 			exit(1);
 		}
 	}
-	CHECK_EQ(supported, 12 + 12 + 13 + 1);
+	CHECK_EQ(supported, 12 + 12 + 13 + 1 + 23);
+	CHECK(!swv_opcode_supported(0xb5)); /* XRC has no 0x15 either */
+	CHECK(!swv_opcode_supported(0xb8));
 	CHECK_EQ(SWV_OP_FLOW_CONTROL, 0xe0);
 	CHECK(!swv_opcode_supported(0xe1));
 	CHECK(!swv_opcode_supported(0xff));

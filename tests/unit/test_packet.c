@@ -161,6 +161,7 @@ static void random_fields(struct swv_pkt *p, uint8_t op, uint32_t paylen)
 	p->deth_rsvd = (uint8_t)rnd();
 	p->imm = rnd();
 	p->ieth_rkey = rnd();
+	p->xrc_srqn = rnd() & SWV_QPN_MASK;
 	p->paylen = paylen;
 }
 
@@ -193,6 +194,7 @@ static void check_same(const struct swv_pkt *p, const struct swv_pkt *q, const u
 	FIELD(SWV_HDR_DETH, deth_rsvd);
 	FIELD(SWV_HDR_IMM, imm);
 	FIELD(SWV_HDR_IETH, ieth_rkey);
+	FIELD(SWV_HDR_XRCETH, xrc_srqn);
 #undef FIELD
 	CHECK_EQ(q->paylen, p->paylen);
 	CHECK(q->paylen == 0 || memcmp(q->payload, payload, q->paylen) == 0);
@@ -241,7 +243,7 @@ static void test_round_trip(void)
 			}
 		}
 	}
-	CHECK_EQ(ops, 38); /* 37 IB opcodes + swverbs UC flow control */
+	CHECK_EQ(ops, 61); /* 37 IB opcodes, 23 XRC opcodes + swverbs UC flow control */
 }
 
 /* Every truncation and every single-bit flip of p must be rejected. */

@@ -469,7 +469,7 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 		{bad_flags, EINVAL, "unknown wr_flags bit"},
 		{bad_atomic_len, EINVAL, "atomic of 4 bytes"},
 		{bad_ud_addr, EINVAL, "wr_set_ud_addr on RC"},
-		{bad_xrc, EOPNOTSUPP, "wr_set_xrc_srqn"},
+		{bad_xrc, EINVAL, "wr_set_xrc_srqn"}, /* not an XRC send QP */
 		{bad_setter_first, EINVAL, "setter before any op"},
 		{bad_bind_mw, EOPNOTSUPP, "wr_bind_mw"},
 		{bad_local_inv, EOPNOTSUPP, "wr_local_inv"},
