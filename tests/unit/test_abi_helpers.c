@@ -481,7 +481,7 @@ static void test_unsupported(struct objs *o)
 	CHECK_EQ(errno, EINVAL);
 
 	/* Basic SRQs work (tests/unit/test_srq.c); an XRC SRQ needs its domain, which
-	 * opens (tests/unit/test_xrc.c). */
+	 * opens (tests/unit/test_xrc_objects.c). */
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
 	CHECK_NULL_ERRNO(ibv_create_srq(NULL, &sa), EINVAL);
 	struct ibv_srq_init_attr_ex sax = {

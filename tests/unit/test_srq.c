@@ -328,7 +328,7 @@ static void test_srq_ex_and_xrc(struct env *e)
 	x.attr.max_wr = 0;
 	CHECK_NULL_ERRNO(ibv_create_srq_ex(e->ctx, &x), EINVAL);
 	x.attr.max_wr = 4;
-	/* An XRC SRQ needs its XRC domain (tests/unit/test_xrc.c has the rest); tag
+	/* An XRC SRQ needs its XRC domain (tests/unit/test_xrc_objects.c has the rest); tag
 	 * matching the device does not have */
 	x.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ |
 		      IBV_SRQ_INIT_ATTR_XRCD;
