@@ -155,7 +155,7 @@ bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
 	/* XRC as the kernel's table has it: the RC masks, less what a half has no use
 	 * for -- an INI QP never responds (INIT->RTR without MAX_DEST_RD_ATOMIC and
 	 * MIN_RNR_TIMER), a TGT QP never requests (RTR->RTS without RETRY_CNT,
-	 * RNR_RETRY and MAX_QP_RD_ATOMIC). */
+	 * RNR_RETRY and MAX_QP_RD_ATOMIC). swv_qp_modify drops those bits first. */
 	int drop = 0;
 	if (type == IBV_QPT_XRC_SEND)
 		drop = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -312,6 +312,12 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	 * EINVAL (swv_qp_check_mask). */
 	if ((unsigned)mask & ~SWV_QP_ATTR_STANDARD_BITS)
 		return EOPNOTSUPP;
+	/* An XRC half ignores the attributes of the half it is not, as the kernel strips
+	 * them before checking (uverbs' modify_qp_mask): perftest passes the RC masks. */
+	if (qp->xrc == SWV_XRC_INI)
+		mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->xrc == SWV_XRC_TGT)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 
 	pthread_mutex_lock(&qp->lock);
 	enum ibv_qp_state cur = qp->state;
