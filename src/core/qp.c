@@ -61,6 +61,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	bool ini = attr->qp_type == IBV_QPT_XRC_SEND, tgt = attr->qp_type == IBV_QPT_XRC_RECV;
 	struct ibv_context *ibctx = tgt ? attr->xrcd->context : pd->ibpd.context;
 	struct swv_context *ctx = to_swv_ctx(ibctx);
+	struct ibv_srq *srq_in = ini || tgt ? NULL : attr->srq; /* XRC QPs ignore it */
 	struct swv_qp *qp = NULL;
 	int rc;
 
@@ -80,13 +81,11 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 		rc = EINVAL;
 		goto fail;
 	}
-	if (ini || tgt)
-		attr->srq = NULL;
-	if (attr->srq && attr->srq->context != ibctx) {
+	if (srq_in && srq_in->context != ibctx) {
 		rc = EINVAL;
 		goto fail;
 	}
-	rc = check_caps(&attr->cap, attr->srq != NULL || ini || tgt);
+	rc = check_caps(&attr->cap, srq_in != NULL || ini || tgt);
 	if (rc)
 		goto fail;
 
@@ -119,7 +118,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	if (cap.max_inline_data < sge_bytes)
 		cap.max_inline_data = SWV_MIN(sge_bytes, SWV_QP_MAX_INLINE);
 	uint32_t room = SWV_MAX(sge_bytes, cap.max_inline_data);
-	if (attr->srq || ini || tgt) {
+	if (srq_in || ini || tgt) {
 		/* Receives come from the SRQ: no RQ of its own, and the caps say so (the
 		 * requested receive caps are ignored, as rdma-core's providers report). */
 		cap.max_recv_wr = 0;
@@ -134,9 +133,9 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 
 	rc = wq_init(&qp->sq, cap.max_send_wr, (uint32_t)sizeof(struct swv_send_wqe) + room,
 		     cap.max_send_sge);
-	if (!rc && attr->srq) {
+	if (!rc && srq_in) {
 		/* room for the one WQE the responder holds (core/srq.h) */
-		qp->srq = to_swv_srq(attr->srq);
+		qp->srq = to_swv_srq(srq_in);
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(qp->srq->max_sge));
 		rc = qp->srq_rwqe ? 0 : ENOMEM;
 	} else if (!rc && tgt) {
@@ -162,7 +161,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	ib->pd = pd ? &pd->ibpd : NULL;
 	ib->send_cq = tgt ? NULL : attr->send_cq;
 	ib->recv_cq = ini || tgt ? NULL : attr->recv_cq;
-	ib->srq = attr->srq;
+	ib->srq = srq_in;
 	ib->state = IBV_QPS_RESET;
 	ib->qp_type = attr->qp_type;
 	pthread_mutex_init(&ib->mutex, NULL);
