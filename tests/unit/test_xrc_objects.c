@@ -2,8 +2,8 @@
  * XRC objects in one process: ibv_open_xrcd's errnos (as the kernel's open_xrcd),
  * handles of one file naming one domain (an SRQ made on one handle takes the messages
  * of a TGT QP made on another), close EBUSY while used, XRC SRQ and QP creation rules
- * and errnos, the XRC state-transition masks, posting rules, ibv_open_qp's honest
- * EOPNOTSUPP. Traffic between processes is tests/mp/test_xrc.c.
+ * and errnos, the XRC state-transition masks, posting rules, the QP types swverbs-stat
+ * shows, ibv_open_qp's honest EOPNOTSUPP. Traffic between processes is tests/mp/test_xrc.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include "check.h"
 #include "inproc.h"
 #include "core/qp.h"
+#include "core/stat.h"
 
 #define CHECK_NULL_ERRNO(expr, err)                                                                \
 	do {                                                                                       \
@@ -200,6 +201,18 @@ static void test_objects(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_
 	CHECK_EQ(qi.qp_type, IBV_QPT_XRC_SEND);
 	CHECK_EQ(qi.cap.max_recv_wr, 0);
 	CHECK_EQ(qi.cap.max_send_wr, 8);
+
+	/* swverbs-stat names the halves, and a TGT QP's missing CQs are null (the
+	 * snapshot dereferenced them) */
+	size_t len;
+	char *js = swv_stat_snapshot(1, &len);
+	CHECK_PTR(js);
+	CHECK(strstr(js, "\"XRC_INI\"") && strstr(js, "\"XRC_TGT\""));
+	CHECK(strstr(js, "\"send_cq\":null,\"recv_cq\":null")); /* the TGT QP has none */
+	free(js);
+	js = swv_stat_snapshot(0, &len); /* the table */
+	CHECK(js && strstr(js, "XRC_TGT"));
+	free(js);
 
 	/* ibv_open_qp (another process's TGT QP) is not implemented */
 	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
