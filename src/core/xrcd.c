@@ -58,16 +58,35 @@ static bool registry_dir(char *out, size_t size)
 	       own_dir(out);
 }
 
-/* The registry file of (device, inode), opened; -1 if there can be no registry (the
- * domain is then known to this process only). */
-static int registry_open(const char *devname, const struct stat *st)
+/* The registry file of (device, inode), opened, and the registry's guard file, opened
+ * and locked LOCK_EX (*guard; close it to release); -1 if there can be no registry (the
+ * domain is then known to this process only). The guard serialises the probe-and-take of
+ * every opener on the machine: flock cannot turn LOCK_EX into LOCK_SH atomically, and
+ * without it a second opener probing in between would take the domain for absent. */
+static int registry_open(const char *devname, const struct stat *st, int *guard)
 {
 	char dir[4096 - 128], path[4096];
+	*guard = -1;
 	if (!registry_dir(dir, sizeof(dir)))
 		return -1;
+	snprintf(path, sizeof(path), "%s/xrcd.lock", dir);
+	*guard = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*guard < 0)
+		return -1;
+	while (flock(*guard, LOCK_EX) != 0)
+		if (errno != EINTR) {
+			close(*guard);
+			*guard = -1;
+			return -1;
+		}
 	snprintf(path, sizeof(path), "%s/xrcd-%s-%llx-%llu", dir, devname,
 		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
-	return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		close(*guard);
+		*guard = -1;
+	}
+	return fd;
 }
 
 /* Under swv_xrc_lock: the domain of (dev, file), found or made, with a reference. */
@@ -94,8 +113,10 @@ static int dom_get(const struct swv_device *dev, int fd, int oflags, struct swv_
 	}
 	int lock_fd = -1;
 	if (fd != -1) {
-		/* Another process has the domain open iff it holds the file's lock. */
-		lock_fd = registry_open(dev->ibdev.name, &st);
+		/* Another process has the domain open iff it holds the file's lock
+		 * (LOCK_SH; under the guard nobody else probes with LOCK_EX). */
+		int guard;
+		lock_fd = registry_open(dev->ibdev.name, &st, &guard);
 		if (lock_fd >= 0) {
 			bool exists = flock(lock_fd, LOCK_EX | LOCK_NB) != 0;
 			int rc = 0;
@@ -105,6 +126,7 @@ static int dom_get(const struct swv_device *dev, int fd, int oflags, struct swv_
 				rc = ENOENT;
 			else if (flock(lock_fd, LOCK_SH) != 0)
 				rc = errno;
+			close(guard);
 			if (rc) {
 				close(lock_fd);
 				return rc;

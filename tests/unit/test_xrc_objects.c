@@ -1,5 +1,6 @@
 /*
  * XRC objects in one process: ibv_open_xrcd's errnos (as the kernel's open_xrcd),
+ * concurrent O_EXCL openers in several processes (one makes the domain),
  * handles of one file naming one domain (an SRQ made on one handle takes the messages
  * of a TGT QP made on another), close EBUSY while used, XRC SRQ and QP creation rules
  * and errnos, the XRC state-transition masks, posting rules, the QP types swverbs-stat
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -304,6 +306,60 @@ static void test_one_domain(struct ibv_context *ctx, struct ibv_pd *pd, const ch
 	free(buf);
 }
 
+/* Openers in several processes at once: exactly one O_CREAT|O_EXCL makes the domain,
+ * every other one finds it (EEXIST), as one kernel object would decide. */
+#define NRACE 6
+static void test_excl_race(const char *path)
+{
+	int ready[2], go[2], res[2], done[2];
+	CHECK(pipe(ready) == 0 && pipe(go) == 0 && pipe(res) == 0 && pipe(done) == 0);
+	pid_t pid[NRACE];
+	for (int i = 0; i < NRACE; i++) {
+		pid[i] = fork();
+		CHECK(pid[i] >= 0);
+		if (pid[i] == 0) {
+			struct ibv_context *c = swvt_open_first_device();
+			int fd = open(path, O_RDONLY);
+			char b = 0;
+			if (!c || fd < 0 || write(ready[1], &b, 1) != 1 || read(go[0], &b, 1) != 1)
+				_exit(2);
+			errno = 0;
+			struct ibv_xrcd *x = xopen(c, FD_OFL, fd, O_CREAT | O_EXCL);
+			int e = x ? 0 : errno;
+			if (write(res[1], &e, sizeof(e)) != sizeof(e) || read(done[0], &b, 1) != 1)
+				_exit(2);
+			if (x && ibv_close_xrcd(x))
+				_exit(3);
+			ibv_close_device(c);
+			_exit(0);
+		}
+	}
+	char b = 0;
+	for (int i = 0; i < NRACE; i++)
+		CHECK(read(ready[0], &b, 1) == 1);
+	for (int i = 0; i < NRACE; i++)
+		CHECK(write(go[1], &b, 1) == 1);
+	int made = 0, found = 0;
+	for (int i = 0; i < NRACE; i++) {
+		int e;
+		CHECK(read(res[0], &e, sizeof(e)) == sizeof(e));
+		made += e == 0;
+		found += e == EEXIST;
+	}
+	CHECK_EQ(made, 1);
+	CHECK_EQ(found, NRACE - 1);
+	for (int i = 0; i < NRACE; i++)
+		CHECK(write(done[1], &b, 1) == 1);
+	for (int i = 0; i < NRACE; i++) {
+		int st;
+		CHECK(waitpid(pid[i], &st, 0) == pid[i]);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	int fds[] = {ready[0], ready[1], go[0], go[1], res[0], res[1], done[0], done[1]};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		close(fds[i]);
+}
+
 static void test_masks(void)
 {
 	int req, opt;
@@ -324,6 +380,7 @@ int main(void)
 	int fd = mkstemp(path);
 	CHECK(fd >= 0);
 	close(fd);
+	test_excl_race(path); /* forks: before this process opens a device */
 	struct ibv_context *ctx = swvt_open_first_device();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
