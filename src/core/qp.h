@@ -110,7 +110,8 @@ struct swv_qp {
 	/* XRC (core/xrcd.h): the QP runs as RC internally (type is IBV_QPT_RC) with XRC
 	 * opcodes on the wire. An INI QP sends with XRCETH; a TGT QP (xrcd set, no PD and
 	 * no CQs of its own) takes pd, srq and rcq from the SRQ each request names,
-	 * holding a reference on that SRQ until the next names another or the QP goes. */
+	 * holding a reference on that SRQ until the next names another, the QP goes or
+	 * the SRQ is destroyed (swv_xrc_srq_unlink clears the three). */
 	enum { SWV_XRC_NONE, SWV_XRC_INI, SWV_XRC_TGT } xrc;
 	struct swv_xrcd *xrcd;
 	uint32_t qpn;

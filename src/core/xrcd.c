@@ -19,6 +19,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"
+#include "core/qp.h"
 #include "core/srq.h"
 #include "core/xrcd.h"
 
@@ -230,12 +231,43 @@ void swv_xrc_srq_link(struct swv_srq *srq)
 
 int swv_xrc_srq_unlink(struct swv_srq *srq)
 {
+	struct swv_context *ctx = srq->ctx;
+	struct swv_list *pos;
+	bool busy = false;
 	int rc = 0;
+
+	/* Out of the domain first, so no TGT QP finds it again... */
 	pthread_mutex_lock(&swv_xrc_lock);
-	if (atomic_load(&srq->users))
+	swv_list_del(&srq->xrc_entry);
+	pthread_mutex_unlock(&swv_xrc_lock);
+	/* ...then the TGT QPs that delivered into it last let go of it, unless one is in
+	 * the middle of a message into it (it holds one of its WQEs). Only QPs of its
+	 * context can hold it (swv_xrc_srq_get). */
+	pthread_mutex_lock(&ctx->qp_lock);
+	swv_list_for_each(pos, &ctx->qp_list)
+	{
+		struct swv_qp *qp = swv_list_entry(pos, struct swv_qp, ctx_entry);
+		if (qp->xrc != SWV_XRC_TGT)
+			continue;
+		pthread_mutex_lock(&qp->lock);
+		if (qp->srq == srq) {
+			if (qp->srq_rwqe_valid) {
+				busy = true;
+			} else {
+				qp->srq = NULL;
+				qp->rcq = NULL;
+				qp->pd = NULL;
+				swv_xrc_srq_put(srq);
+			}
+		}
+		pthread_mutex_unlock(&qp->lock);
+	}
+	pthread_mutex_unlock(&ctx->qp_lock);
+	pthread_mutex_lock(&swv_xrc_lock);
+	if (busy || atomic_load(&srq->users)) {
+		swv_list_add_tail(&srq->xrcd->dom->srqs, &srq->xrc_entry);
 		rc = EBUSY;
-	else
-		swv_list_del(&srq->xrc_entry);
+	}
 	pthread_mutex_unlock(&swv_xrc_lock);
 	return rc;
 }

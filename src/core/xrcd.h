@@ -15,6 +15,7 @@
  *
  * Locking: swv_xrc_lock (process-wide) protects the domain list, each domain's SRQ
  * list and the SRQs' users count changes made by lookups; nothing is taken under it.
+ * Order: ctx->qp_lock -> qp->lock -> swv_xrc_lock.
  */
 #ifndef SWV_CORE_XRCD_H
 #define SWV_CORE_XRCD_H
@@ -60,7 +61,9 @@ int swv_close_xrcd(struct ibv_xrcd *xrcd);
 int swv_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 
 /* SRQ create/destroy: a number for every SRQ; XRC SRQs join their domain's list.
- * swv_xrc_srq_unlink is EBUSY while a TGT QP holds the SRQ (srq->users). */
+ * swv_xrc_srq_unlink takes the SRQ out of its domain and away from the TGT QPs that
+ * delivered into it last; EBUSY (and it stays) while one is in the middle of a message
+ * into it. Takes ctx->qp_lock and each TGT QP's lock: not under any QP lock. */
 uint32_t swv_srq_num_alloc(void);
 void swv_xrc_srq_link(struct swv_srq *srq);
 int swv_xrc_srq_unlink(struct swv_srq *srq);
