@@ -270,7 +270,9 @@ static void snap_ctx(struct ctx_snap *s, struct swv_context *ctx)
 		struct qp_snap *q = &s->qp[s->nqp++];
 		pthread_mutex_lock(&qp->lock);
 		snap_qp(q, qp);
-		struct swv_cq *scq = qp->scq, *rcq = qp->rcq;
+		struct swv_cq *scq = qp->scq;
+		/* an XRC INI QP's rcq is its scq inside; it has no receive CQ */
+		struct swv_cq *rcq = qp->xrc == SWV_XRC_INI ? NULL : qp->rcq;
 		pthread_mutex_unlock(&qp->lock);
 		/* a CQ outlives the QPs that use it (destroy is EBUSY while they do) */
 		q->scq = cq_index(s, &ccap, scq);

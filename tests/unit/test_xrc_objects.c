@@ -211,6 +211,7 @@ static void test_objects(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_
 	CHECK_PTR(js);
 	CHECK(strstr(js, "\"XRC_INI\"") && strstr(js, "\"XRC_TGT\""));
 	CHECK(strstr(js, "\"send_cq\":null,\"recv_cq\":null")); /* the TGT QP has none */
+	CHECK(strstr(js, "\"send_cq\":0,\"recv_cq\":null"));	/* the INI QP a send CQ */
 	free(js);
 	js = swv_stat_snapshot(0, &len); /* the table */
 	CHECK(js && strstr(js, "XRC_TGT"));
