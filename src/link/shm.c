@@ -112,8 +112,17 @@ static inline bool port_inert(const struct swv_shm_port *sp)
 }
 
 /* A ring full for longer than this belongs to a receiver that stopped (SIGSTOP, a
- * debugger): what is sent to it is then dropped, as a full socket buffer drops it. */
+ * debugger): a datagram (UD) sent to it is then dropped, as a full socket buffer drops
+ * it, instead of holding the sender's queue. Connected traffic keeps waiting: RC
+ * retransmits anyway, and a UC sender's credit says the receiver has room for it. */
 #define FULL_DROP_NS 10000000ull
+
+/* Whether the packet in iov is of the unreliable datagram service (the transport bits
+ * of its BTH opcode: 011, docs/wire.md). */
+static inline bool datagram_service(const struct iovec *iov)
+{
+	return iov[0].iov_len && (((const uint8_t *)iov[0].iov_base)[0] >> 5) == 3;
+}
 
 static inline uint64_t round8(uint64_t v)
 {
@@ -324,11 +333,14 @@ fail:
 }
 
 /* Unmap a destination; with release, give its slot back so that the receiver's slots do
- * not run out while this process lives (the receiver may still hold records of ours: a
- * next claimer continues after them). */
+ * not run out while this process lives -- but only once the receiver has taken every
+ * record of ours: it names their source by the slot's address, and the last packets a
+ * closing endpoint sent (an ACK of the final message) must still arrive as ours. A slot
+ * left claimed is taken over once this process is gone (claim_slot). */
 static void peer_unmap(struct swv_shm_peer *p, bool release)
 {
-	if (p->hdr && release) {
+	if (p->hdr && release &&
+	    atomic_load_explicit(&p->slot->head, memory_order_acquire) == p->tail) {
 		int32_t me = (int32_t)getpid();
 		atomic_store(&p->slot->addr, 0);
 		atomic_compare_exchange_strong(&p->slot->pid, &me, 0);
@@ -613,7 +625,7 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 			atomic_store(&p->stale, true);
 			return 0;
 		}
-		if (stuck) {
+		if (stuck && datagram_service(iov)) {
 			ring_if_sleeping(sp, p);
 			return 0;
 		}

@@ -3,9 +3,10 @@
  * which role it travels and where it sits in a message. Parsing and building are driven
  * entirely by this table, so a header can never be read for an opcode that lacks it.
  *
- * Supported: every RC, UC, UD and XRC opcode, and swverbs' UC flow-control packet in the
- * manufacturer range. RD (no Linux implementation), CNP, FLUSH and ATOMIC_WRITE are
- * left empty (name NULL) and therefore rejected on receive.
+ * Supported: every RC, UC, UD and XRC opcode (RC's FLUSH and ATOMIC_WRITE included), and
+ * swverbs' UC flow-control packet in the manufacturer range. RD (no Linux implementation),
+ * CNP, and FLUSH/ATOMIC_WRITE under the XRC prefix (neither Linux nor the rxe XRC work
+ * defines them) are left empty (name NULL) and therefore rejected on receive.
  */
 #include "transport/opcode.h"
 
@@ -20,6 +21,7 @@ enum {
 	IMM = 4,
 	IETH = 4,
 	XRCETH = 4,
+	FETH = 4,
 };
 
 /* Common property groups. */
@@ -107,10 +109,17 @@ const struct swv_opcode_info swv_opcode_table[256] = {
 	RC_UC_ENTRIES(SWV_OP_UC, "UC_", 0, 0),
 
 	RC_ONLY_ENTRIES(SWV_OP_RC, "RC_", 0, 0),
+	[SWV_OP_FLUSH] = {"RC_FLUSH",
+			  SWV_HDR_FETH | SWV_HDR_RETH | SWV_OPF_REQUEST | SWV_OPF_FLUSH |
+				  SWV_OPF_ONLY,
+			  BTH + FETH + RETH},
+	[SWV_OP_ATOMIC_WRITE] = {"RC_ATOMIC_WRITE",
+				 SWV_HDR_RETH | REQ_DATA | SWV_OPF_ATOMIC_WRITE | SWV_OPF_ONLY,
+				 BTH + RETH},
 
 	/* XRC (IB spec, as rxe's and Wireshark's tables name them): the RC operations under
 	 * prefix 0xa0; every request carries an XRCETH (the target SRQ number) after BTH,
-	 * responses do not. */
+	 * responses do not. No XRC FLUSH or ATOMIC_WRITE: 0xbc and 0xbd stay empty. */
 	RC_UC_ENTRIES(SWV_OP_XRC, "XRC_", SWV_HDR_XRCETH, XRCETH),
 	RC_ONLY_ENTRIES(SWV_OP_XRC, "XRC_", SWV_HDR_XRCETH, XRCETH),
 

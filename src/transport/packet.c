@@ -124,7 +124,7 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	hdr[8] = p->ackreq ? 0x80 : 0;
 	put_be24(hdr + 9, p->psn);
 
-	/* Extension headers in wire order: XRCETH or DETH, RETH, AETH, AtomicAckETH,
+	/* Extension headers in wire order: XRCETH or DETH, FETH, RETH, AETH, AtomicAckETH,
 	 * AtomicETH, ImmDt, IETH (no opcode carries two that would conflict). XRCETH: a
 	 * reserved byte, then the 24-bit XRC SRQ number. */
 	uint8_t *q = hdr + SWV_BTH_LEN;
@@ -137,6 +137,10 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 		q[4] = p->deth_rsvd;
 		put_be24(q + 5, p->deth_sqpn);
 		q += SWV_DETH_LEN;
+	}
+	if (f & SWV_HDR_FETH) {
+		put_be32(q, p->feth);
+		q += SWV_FETH_LEN;
 	}
 	if (f & SWV_HDR_RETH) {
 		put_be64(q, p->reth_va);
@@ -328,6 +332,10 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 		p.deth_rsvd = q[4];
 		p.deth_sqpn = get_be24(q + 5);
 		q += SWV_DETH_LEN;
+	}
+	if (p.flags & SWV_HDR_FETH) {
+		p.feth = get_be32(q);
+		q += SWV_FETH_LEN;
 	}
 	if (p.flags & SWV_HDR_RETH) {
 		p.reth_va = get_be64(q);

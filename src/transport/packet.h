@@ -62,6 +62,7 @@ struct swv_pkt {
 	uint32_t imm;  /* network order */
 	uint32_t ieth_rkey;
 	uint32_t xrc_srqn; /* XRCETH (XRC requests) */
+	uint32_t feth;	   /* placement type | selectivity << SWV_FETH_SEL_SHIFT */
 
 	const uint8_t *payload;
 	uint32_t paylen; /* excludes pad */

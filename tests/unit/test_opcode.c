@@ -3,8 +3,8 @@
  * independently: every supported opcode's header length, headers and properties,
  * the XRC opcodes (the RC ones under 0xa0, requests with an XRCETH after BTH),
  * swverbs' one manufacturer-range opcode (UC flow control, docs/wire.md), and every
- * other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved, the rest of 0xe0-0xff)
- * unsupported.
+ * other opcode (RD, CNP, UC and XRC FLUSH/ATOMIC_WRITE, reserved, the rest of
+ * 0xe0-0xff) unsupported.
  */
 #include <stdint.h>
 
@@ -41,33 +41,30 @@ static const struct expect rc_uc_common[] = {
 };
 
 static const struct expect rc_only[] = {
-	{0x0c, 28, SWV_HDR_RETH, RQ | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_REQUEST"},
-	{0x0d, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_FIRST,
-	 "RC_RDMA_READ_RESPONSE_FIRST"},
-	{0x0e, 12, 0, P | RS | SWV_OPF_READ | SWV_OPF_MIDDLE, "RC_RDMA_READ_RESPONSE_MIDDLE"},
-	{0x0f, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_LAST,
-	 "RC_RDMA_READ_RESPONSE_LAST"},
-	{0x10, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_ONLY,
-	 "RC_RDMA_READ_RESPONSE_ONLY"},
-	{0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
-	{0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
-	 "RC_ATOMIC_ACKNOWLEDGE"},
-	{0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
-	{0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
-	{0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST,
-	 "RC_SEND_LAST_WITH_INVALIDATE"},
-	{0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
-	 "RC_SEND_ONLY_WITH_INVALIDATE"},
-	{0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
-	{0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
-	 "UD_SEND_ONLY_WITH_IMMEDIATE"},
-	/* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
-	{0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
+    {0x0c, 28, SWV_HDR_RETH, RQ | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_REQUEST"},
+    {0x0d, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_FIRST, "RC_RDMA_READ_RESPONSE_FIRST"},
+    {0x0e, 12, 0, P | RS | SWV_OPF_READ | SWV_OPF_MIDDLE, "RC_RDMA_READ_RESPONSE_MIDDLE"},
+    {0x0f, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_LAST, "RC_RDMA_READ_RESPONSE_LAST"},
+    {0x10, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_RESPONSE_ONLY"},
+    {0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
+    {0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
+     "RC_ATOMIC_ACKNOWLEDGE"},
+    {0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
+    {0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
+    {0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "RC_SEND_LAST_WITH_INVALIDATE"},
+    {0x1c, 32, SWV_HDR_FETH | SWV_HDR_RETH, RQ | SWV_OPF_FLUSH | SWV_OPF_ONLY, "RC_FLUSH"},
+    {0x1d, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_ATOMIC_WRITE | SWV_OPF_ONLY, "RC_ATOMIC_WRITE"},
+    {0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "RC_SEND_ONLY_WITH_INVALIDATE"},
+    {0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
+    {0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
+     "UD_SEND_ONLY_WITH_IMMEDIATE"},
+    /* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
+    {0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
 };
 
 #define HDR_MASK                                                                                   \
 	(SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH |            \
-	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_XRCETH)
+	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_XRCETH | SWV_HDR_FETH)
 
 static int seen[256];
 
@@ -95,6 +92,7 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
 	sum += (oi->flags & SWV_HDR_XRCETH) ? SWV_XRCETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
 	CHECK_EQ(oi->hdr_len, sum);
 	/* Exactly one of request / response / flow control. */
 	CHECK_EQ(!!(oi->flags & SWV_OPF_REQUEST) + !!(oi->flags & SWV_OPF_RESPONSE) +
@@ -106,8 +104,24 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 int main(void)
 {
 	CHECK_EQ(SWV_RETH_LEN + SWV_AETH_LEN + SWV_ATMETH_LEN + SWV_ATMACK_LEN + SWV_DETH_LEN +
-			 SWV_IMM_LEN + SWV_IETH_LEN,
-		 16 + 4 + 28 + 8 + 8 + 4 + 4);
+		     SWV_IMM_LEN + SWV_IETH_LEN + SWV_FETH_LEN + SWV_XRCETH_LEN,
+		 16 + 4 + 28 + 8 + 8 + 4 + 4 + 4 + 4);
+	/* Every header and property flag a bit of its own (two headers sharing one would
+	 * make the parser read both whenever either is present). */
+	static const uint32_t bits[] = {
+	    SWV_HDR_RETH,    SWV_HDR_AETH,    SWV_HDR_ATMETH,	    SWV_HDR_ATMACK,
+	    SWV_HDR_DETH,    SWV_HDR_IMM,     SWV_HDR_IETH,	    SWV_HDR_FETH,
+	    SWV_HDR_XRCETH,  SWV_OPF_PAYLOAD, SWV_OPF_REQUEST,	    SWV_OPF_RESPONSE,
+	    SWV_OPF_FIRST,   SWV_OPF_MIDDLE,  SWV_OPF_LAST,	    SWV_OPF_SEND,
+	    SWV_OPF_WRITE,   SWV_OPF_READ,    SWV_OPF_ATOMIC,	    SWV_OPF_ACK,
+	    SWV_OPF_FLOWCTL, SWV_OPF_FLUSH,   SWV_OPF_ATOMIC_WRITE,
+	};
+	uint32_t taken = 0;
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+		CHECK(bits[i] != 0 && (bits[i] & (bits[i] - 1)) == 0);
+		CHECK_EQ(taken & bits[i], 0);
+		taken |= bits[i];
+	}
 	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
 		check_entry(SWV_OP_RC | rc_uc_common[i].op, &rc_uc_common[i], "RC_");
 		check_entry(SWV_OP_UC | rc_uc_common[i].op, &rc_uc_common[i], "UC_");
@@ -125,7 +139,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++) {
 		struct expect x = rc_only[i];
 		if (x.op > 0x17)
-			continue; /* UD and flow control have no XRC form */
+			continue; /* FLUSH, ATOMIC_WRITE, UD and flow control have no XRC form */
 		if (x.props & RQ) {
 			x.len += 4;
 			x.hdrs |= SWV_HDR_XRCETH;
@@ -133,9 +147,10 @@ int main(void)
 		check_entry(SWV_OP_XRC | x.op, &x, "X"); /* "XRC_..." from "RC_..." */
 	}
 
-	/* Everything else is unsupported: UC READ/atomic/ACK/INV, reserved 0x15,
-	 * 0x18-0x1f (incl. FLUSH 0x1c, ATOMIC_WRITE 0x1d), RD 0x40-0x5f, other UD
-	 * opcodes, CNP 0x80/0x81, vendor 0xe1-0xff. */
+	/* Everything else is unsupported: UC READ/atomic/ACK/INV/FLUSH/ATOMIC_WRITE,
+	 * reserved 0x15, 0x18-0x1b, 0x1e-0x1f, RD 0x40-0x5f, other UD
+	 * opcodes, CNP 0x80/0x81, XRC 0xb5 and 0xb8-0xbf (FLUSH, ATOMIC_WRITE included),
+	 * vendor 0xe1-0xff. */
 	int supported = 0;
 	for (int op = 0; op < 256; op++) {
 		const struct swv_opcode_info *oi = swv_opcode((uint8_t)op);
@@ -155,14 +170,18 @@ int main(void)
 			exit(1);
 		}
 	}
-	CHECK_EQ(supported, 12 + 12 + 13 + 1 + 23);
+	CHECK_EQ(supported, 12 + 12 + 15 + 1 + 23);
 	CHECK(!swv_opcode_supported(0xb5)); /* XRC has no 0x15 either */
 	CHECK(!swv_opcode_supported(0xb8));
+	CHECK(!swv_opcode_supported(0xbc)); /* no XRC FLUSH */
+	CHECK(!swv_opcode_supported(0xbd)); /* no XRC ATOMIC_WRITE */
 	CHECK_EQ(SWV_OP_FLOW_CONTROL, 0xe0);
 	CHECK(!swv_opcode_supported(0xe1));
 	CHECK(!swv_opcode_supported(0xff));
-	CHECK(!swv_opcode_supported(0x1c));
-	CHECK(!swv_opcode_supported(0x1d));
+	CHECK(swv_opcode_supported(0x1c));
+	CHECK(swv_opcode_supported(0x1d));
+	CHECK(!swv_opcode_supported(0x3c)); /* no UC FLUSH */
+	CHECK(!swv_opcode_supported(0x3d));
 	CHECK(!swv_opcode_supported(0x81));
 	CHECK(!swv_opcode_supported(0x44));
 	printf("test_opcode: OK (%d opcodes)\n", supported);

@@ -6,6 +6,8 @@
  *  slot_leak     an endpoint that closes gives back its slot in every inbox it wrote
  *                to: the 33rd short-lived endpoint of one process still uses the link
  *                to a long-lived receiver.
+ *  closing_sender  the last packet of a sender that closes at once is still its own
+ *                (its slot is given back only once drained).
  *  port_reuse    a receiver SIGKILLed, its port bound again by a new inbox: a sender
  *                with a cached route learns the old inbox closed and reaches the new one.
  *  hostile_tail  a same-user process leaves a free slot with an unaligned tail: no
@@ -16,7 +18,8 @@
  *  shm_full_sender  /dev/shm full when a sender first routes to an existing inbox: UDP,
  *                no SIGBUS.
  *  stalled_receiver  a live receiver that does not drain (stopped): after a bounded
- *                time sends to it are dropped as over UDP, and the sender's queue moves.
+ *                time datagrams (UD) to it are dropped as over UDP, and the sender's
+ *                queue moves; connected (RC/UC) packets stay refused (EAGAIN).
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
@@ -66,12 +69,19 @@ static void ep_open_shm(struct swv_endpoint *ep)
 	CHECK(ep->shm);
 }
 
-static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
+/* A 64-byte packet whose first byte (the BTH opcode) is op. */
+static int send_op(struct swv_endpoint *from, const struct sockaddr_in *to, uint8_t op)
 {
 	uint8_t pkt[64];
 	memset(pkt, 0xa5, sizeof(pkt));
+	pkt[0] = op;
 	struct iovec v = {pkt, sizeof(pkt)};
 	return swv_ep_send(from, to, &v, 1);
+}
+
+static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
+{
+	return send_op(from, to, 0xa5);
 }
 
 static void inbox_path(char *buf, size_t len, uint16_t port)
@@ -120,6 +130,31 @@ static void slot_leak(void)
 	}
 	EXPECT(routed == SWV_SHM_SLOTS + 8,
 	       "closed senders of a live process keep their slots: later senders fall back to UDP");
+	swv_ep_close(&r);
+}
+
+/* A sender that closes right after its last packet (an ACK of the final message, then
+ * ibv_close_device): the packet still arrives named as its own, not as from a freed
+ * slot's null address (the receiver would drop it as from a stranger). */
+static void closing_sender(void)
+{
+	struct swv_endpoint r, s;
+	CHECK_OK(swv_ep_open(&r, lo(), NULL));
+	struct swv_shm_port *rp = swv_shm_open(lo(), r.port, r.fd);
+	CHECK(rp);
+	ep_open_shm(&s);
+	struct sockaddr_in to = swv_ep_sockaddr(&r), from = swv_ep_sockaddr(&s);
+	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK_EQ(send_one(&s, &to), 0);
+	swv_ep_close(&s);
+	struct swv_rx_pkt got[4];
+	int n = swv_shm_rx_take(rp, got, 4);
+	CHECK_EQ(n, 1);
+	EXPECT(got[0].src.sin_addr.s_addr == from.sin_addr.s_addr &&
+		   got[0].src.sin_port == from.sin_port,
+	       "the last packet of a closing sender arrives from no address");
+	swv_shm_rx_release(rp);
+	swv_shm_close(rp);
 	swv_ep_close(&r);
 }
 
@@ -386,16 +421,20 @@ static void stalled_receiver(void)
 	ep_open_shm(&s);
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
 	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	const uint8_t ud_send = 0x64, rc_send = 0x04; /* UD / RC SEND_ONLY */
 	int rc = 0;
 	for (int i = 0; i < 100000 && rc == 0; i++)
-		rc = send_one(&s, &to);
+		rc = send_op(&s, &to, ud_send);
 	CHECK_EQ(rc, EAGAIN); /* the ring is full */
 	uint64_t until = swv_now_ns() + 2000000000ull;
 	while (rc == EAGAIN && swv_now_ns() < until) {
 		usleep(1000);
-		rc = send_one(&s, &to);
+		rc = send_op(&s, &to, ud_send);
 	}
-	EXPECT(rc != EAGAIN, "a stalled live receiver makes every send to it EAGAIN for ever");
+	EXPECT(rc != EAGAIN, "a stalled live receiver makes every datagram to it EAGAIN for ever");
+	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit). */
+	EXPECT(send_op(&s, &to, rc_send) == EAGAIN,
+	       "an RC packet to a stalled receiver was dropped instead of refused");
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
 	char path[160];
@@ -510,6 +549,7 @@ int main(int argc, char **argv)
 		const char *name;
 		void (*fn)(void);
 	} t[] = {{"slot_leak", slot_leak},
+		 {"closing_sender", closing_sender},
 		 {"port_reuse", port_reuse},
 		 {"hostile_tail", hostile_tail},
 		 {"doorbell_lost", doorbell_lost},

@@ -236,6 +236,30 @@ static void test_objects(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_
 /* Handles of one file are one domain: an SRQ on handle a takes what a TGT QP made on
  * handle b delivers; through a TGT QP of another domain the same SRQ number is a
  * remote access error; the SRQ can be destroyed while the TGT QP lives. */
+/* An INI QP takes RC's ops but those XRC has no opcode for (ATOMIC_WRITE, FLUSH) and the
+ * memory-window ones and SEND_WITH_INV. */
+static void test_ini_ops(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr_ex a = {
+	    .send_cq = cq,
+	    .qp_type = IBV_QPT_XRC_SEND,
+	    .cap = {.max_send_wr = 8, .max_send_sge = 1},
+	    .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+	    .pd = pd,
+	    .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
+			      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &a);
+	CHECK_PTR(qp);
+	CHECK_OK(ibv_destroy_qp(qp));
+	static const uint64_t refused[] = {IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_QP_EX_WITH_FLUSH,
+					   IBV_QP_EX_WITH_BIND_MW, IBV_QP_EX_WITH_LOCAL_INV,
+					   IBV_QP_EX_WITH_SEND_WITH_INV};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		a.send_ops_flags = IBV_QP_EX_WITH_SEND | refused[i];
+		CHECK_NULL_ERRNO(ibv_create_qp_ex(ctx, &a), EOPNOTSUPP);
+	}
+}
+
 static void test_one_domain(struct ibv_context *ctx, struct ibv_pd *pd, const char *path)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0),
@@ -279,6 +303,16 @@ static void test_one_domain(struct ibv_context *ctx, struct ibv_pd *pd, const ch
 	CHECK_EQ(wc.qp_num, tgt->qp_num);
 	CHECK_EQ(wc.byte_len, 15);
 	CHECK(memcmp(buf + 2048, "xrc-one-domain", 15) == 0);
+	/* what an INI QP does not do is refused at post, nothing sent */
+	static const enum ibv_wr_opcode not_xrc[] = {IBV_WR_SEND_WITH_INV, IBV_WR_LOCAL_INV};
+	for (size_t i = 0; i < sizeof(not_xrc) / sizeof(not_xrc[0]); i++) {
+		struct ibv_send_wr bw = sw;
+		bw.opcode = not_xrc[i];
+		bw.invalidate_rkey = 0x1234;
+		CHECK_EQ(ibv_post_send(ini, &bw, &sbad), EINVAL);
+		CHECK(sbad == &bw);
+	}
+	CHECK_EQ(ibv_poll_cq(scq, 1, &wc), 0);
 	struct ibv_qp *ini2 = ini_qp(ctx, pd, scq), *tgt2 = tgt_qp(ctx, other);
 	CHECK(ini2 && tgt2);
 	connect_xrc(ctx, ini2, tgt2);
@@ -393,6 +427,7 @@ int main(void)
 	test_masks();
 	test_open_close(ctx, path);
 	test_objects(ctx, pd, cq);
+	test_ini_ops(ctx, pd, cq);
 	test_one_domain(ctx, pd, path);
 
 	CHECK_OK(ibv_destroy_cq(cq));
