@@ -15,15 +15,15 @@
 #include "progress/progress.h"
 #include "util/compiler.h"
 
-/* Create attributes swverbs understands. XRC domains, TSO headers and RSS (indirection
- * table, hash) are features it does not have: EOPNOTSUPP. Bits beyond the known ones
- * are EINVAL. */
+/* Create attributes swverbs understands. TSO headers and RSS (indirection table, hash)
+ * are features it does not have: EOPNOTSUPP. Bits beyond the known ones are EINVAL. */
 #define KNOWN_COMP_MASK                                                                            \
 	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
 	 IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | \
 	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 #define SUPPORTED_COMP_MASK                                                                        \
-	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
+	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
@@ -35,7 +35,13 @@ struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx) {
+	/* An XRC TGT QP belongs to an XRC domain instead of a PD; every other QP needs
+	 * a PD. */
+	bool tgt = attr->qp_type == IBV_QPT_XRC_RECV;
+	if (tgt ? !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+		      attr->xrcd->context != ctx
+		: !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+		      attr->pd->context != ctx) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -55,7 +61,7 @@ struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
 			return NULL;
 		}
 	}
-	struct swv_qp *qp = swv_qp_create(to_swv_pd(attr->pd), attr, &err);
+	struct swv_qp *qp = swv_qp_create(tgt ? NULL : to_swv_pd(attr->pd), attr, &err);
 	if (!qp) {
 		errno = err;
 		return NULL;

@@ -224,8 +224,12 @@ static uint32_t qp_supported_slots(const struct swv_qp *qp)
 	}
 	if (qp->cap.max_send_wr == 0)
 		ok &= ~(S | RD | WR | AT);
-	if (qp->cap.max_recv_wr == 0 && !qp->srq)
+	/* An XRC TGT QP receives through the SRQs its requests name; an INI QP never
+	 * responds (core/xrcd.h). */
+	if (qp->cap.max_recv_wr == 0 && !qp->srq && qp->xrc != SWV_XRC_TGT)
 		ok &= ~R;
+	if (qp->xrc == SWV_XRC_INI)
+		ok &= ~(RRD | RWR | RAT);
 	return ok;
 }
 

@@ -20,6 +20,7 @@
 #include "core/qp.h"
 #include "core/trig.h"
 #include "core/srq.h"
+#include "core/xrcd.h"
 #include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
@@ -137,9 +138,13 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.query_port = swv_query_port;
 	ctx->vctx.query_device_ex = swv_query_device_ex;
 	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
-	/* create_srq_ex: basic SRQs beyond a plain PD; XRC and TM are refused there.
-	 * get_srq_num stays NULL (EOPNOTSUPP, as rxe): SRQ numbers only address XRC SRQs. */
+	/* create_srq_ex: basic and XRC SRQs (TM is refused there); XRC domains and SRQ
+	 * numbers (core/xrcd.h). open_qp stays NULL (EOPNOTSUPP): a TGT QP is reachable
+	 * only through the process that created it. */
 	ctx->vctx.create_srq_ex = swv_create_srq_ex;
+	ctx->vctx.get_srq_num = swv_get_srq_num;
+	ctx->vctx.open_xrcd = swv_open_xrcd;
+	ctx->vctx.close_xrcd = swv_close_xrcd;
 	ctx->vctx.create_cq_ex = swv_create_cq_ex; /* extended CQs (core/cq_ex.h) */
 	ctx->vctx.query_rt_values = swv_query_rt_values; /* the completion clock */
 

@@ -136,6 +136,8 @@ uint32_t swv_cq_count(struct swv_cq *cq)
 
 void swv_cq_clean(struct swv_cq *cq, uint32_t qpn)
 {
+	if (!cq)
+		return; /* an XRC TGT QP before its first message has no CQ */
 	pthread_mutex_lock(&cq->lock);
 	uint32_t head = ld(&cq->head), tail = ld(&cq->tail), mask = cq->size - 1;
 	/* Walk from the newest: keep the others, in order, packed toward the tail. */

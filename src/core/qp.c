@@ -16,6 +16,7 @@
 #include "core/pd.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/xrcd.h"
 #include "core/trig.h"
 #include "core/qp_ex.h"
 #include "net/addr.h"
@@ -58,31 +59,34 @@ static int check_caps(const struct ibv_qp_cap *cap, bool has_srq)
 
 struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err)
 {
-	struct swv_context *ctx = to_swv_ctx(pd->ibpd.context);
+	bool ini = attr->qp_type == IBV_QPT_XRC_SEND, tgt = attr->qp_type == IBV_QPT_XRC_RECV;
+	struct ibv_context *ibctx = tgt ? attr->xrcd->context : pd->ibpd.context;
+	struct swv_context *ctx = to_swv_ctx(ibctx);
+	struct ibv_srq *srq_in = ini || tgt ? NULL : attr->srq; /* XRC QPs ignore it */
 	struct swv_qp *qp = NULL;
 	int rc;
 
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD) {
-		/* XRC, raw packet and driver QPs are not implemented; a device without
-		 * them says so. */
-		rc = (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV ||
-		      attr->qp_type == IBV_QPT_RAW_PACKET || attr->qp_type == IBV_QPT_DRIVER)
-			     ? EOPNOTSUPP
-			     : EINVAL;
+	    attr->qp_type != IBV_QPT_UD && !ini && !tgt) {
+		/* Raw packet and driver QPs are not implemented; a device without them
+		 * says so. */
+		rc = (attr->qp_type == IBV_QPT_RAW_PACKET || attr->qp_type == IBV_QPT_DRIVER)
+			 ? EOPNOTSUPP
+			 : EINVAL;
 		goto fail;
 	}
-	if (!attr->send_cq || !attr->recv_cq ||
-	    attr->send_cq->context != pd->ibpd.context ||
-	    attr->recv_cq->context != pd->ibpd.context) {
+	/* An XRC INI QP has a send CQ only, a TGT QP no CQ (its receives complete on
+	 * the CQ of the SRQ each message names); neither has a receive queue. */
+	if (!tgt && (!attr->send_cq || attr->send_cq->context != ibctx ||
+		     (!ini && (!attr->recv_cq || attr->recv_cq->context != ibctx)))) {
 		rc = EINVAL;
 		goto fail;
 	}
-	if (attr->srq && attr->srq->context != pd->ibpd.context) {
+	if (srq_in && srq_in->context != ibctx) {
 		rc = EINVAL;
 		goto fail;
 	}
-	rc = check_caps(&attr->cap, attr->srq != NULL);
+	rc = check_caps(&attr->cap, srq_in != NULL || ini || tgt);
 	if (rc)
 		goto fail;
 
@@ -94,9 +98,17 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	qp->ctx = ctx;
 	qp->pd = pd;
 	swv_list_init(&qp->trig_list);
-	qp->scq = to_swv_cq(attr->send_cq);
-	qp->rcq = to_swv_cq(attr->recv_cq);
+	if (!tgt) {
+		qp->scq = to_swv_cq(attr->send_cq);
+		qp->rcq = ini ? qp->scq : to_swv_cq(attr->recv_cq);
+	}
 	qp->type = attr->qp_type;
+	if (ini || tgt) {
+		qp->type = IBV_QPT_RC;
+		qp->xrc = ini ? SWV_XRC_INI : SWV_XRC_TGT;
+		qp->xrcd = tgt ? to_swv_xrcd(attr->xrcd) : NULL;
+		qp->verbs_xrcd = tgt ? attr->xrcd : NULL;
+	}
 	qp->state = IBV_QPS_RESET;
 	qp->sq_sig_all = attr->sq_sig_all != 0;
 
@@ -107,22 +119,31 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	if (cap.max_inline_data < sge_bytes)
 		cap.max_inline_data = SWV_MIN(sge_bytes, SWV_QP_MAX_INLINE);
 	uint32_t room = SWV_MAX(sge_bytes, cap.max_inline_data);
-	if (attr->srq) {
+	if (srq_in || ini || tgt) {
 		/* Receives come from the SRQ: no RQ of its own, and the caps say so (the
 		 * requested receive caps are ignored, as rdma-core's providers report). */
 		cap.max_recv_wr = 0;
 		cap.max_recv_sge = 0;
 	}
+	if (tgt) {
+		/* A TGT QP only responds. */
+		memset(&cap, 0, sizeof(cap));
+		room = 0;
+	}
 	qp->cap = cap;
 
 	rc = wq_init(&qp->sq, cap.max_send_wr, (uint32_t)sizeof(struct swv_send_wqe) + room,
 		     cap.max_send_sge);
-	if (!rc && attr->srq) {
+	if (!rc && srq_in) {
 		/* room for the one WQE the responder holds (core/srq.h) */
-		qp->srq = to_swv_srq(attr->srq);
+		qp->srq = to_swv_srq(srq_in);
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(qp->srq->max_sge));
 		rc = qp->srq_rwqe ? 0 : ENOMEM;
-	} else if (!rc)
+	} else if (!rc && tgt) {
+		/* any of the domain's SRQs may be named: room for the most SGEs */
+		qp->srq_rwqe = malloc(swv_srq_wqe_size(SWV_SRQ_MAX_SGE));
+		rc = qp->srq_rwqe ? 0 : ENOMEM;
+	} else if (!rc && !ini)
 		rc = wq_init(&qp->rq, cap.max_recv_wr,
 			     (uint32_t)sizeof(struct swv_recv_wqe) +
 				     cap.max_recv_sge * (uint32_t)sizeof(struct ibv_sge),
@@ -136,12 +157,12 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	pthread_mutexattr_destroy(&ma);
 
 	struct ibv_qp *ib = &qp->qpx.qp_base;
-	ib->context = pd->ibpd.context;
+	ib->context = ibctx;
 	ib->qp_context = attr->qp_context;
-	ib->pd = &pd->ibpd;
-	ib->send_cq = attr->send_cq;
-	ib->recv_cq = attr->recv_cq;
-	ib->srq = attr->srq;
+	ib->pd = pd ? &pd->ibpd : NULL;
+	ib->send_cq = tgt ? NULL : attr->send_cq;
+	ib->recv_cq = ini || tgt ? NULL : attr->recv_cq;
+	ib->srq = srq_in;
 	ib->state = IBV_QPS_RESET;
 	ib->qp_type = attr->qp_type;
 	pthread_mutex_init(&ib->mutex, NULL);
@@ -174,9 +195,13 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	ib->qp_num = qp->qpn;
 	ib->handle = qp->qpn;
 
-	atomic_fetch_add(&pd->users, 1);
-	atomic_fetch_add(&qp->scq->users, 1);
-	atomic_fetch_add(&qp->rcq->users, 1);
+	if (tgt) {
+		atomic_fetch_add(&qp->xrcd->users, 1);
+	} else {
+		atomic_fetch_add(&pd->users, 1);
+		atomic_fetch_add(&qp->scq->users, 1);
+		atomic_fetch_add(&qp->rcq->users, 1);
+	}
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->users, 1); /* ibv_destroy_srq: EBUSY until destroyed */
 	attr->cap = cap;
@@ -262,12 +287,18 @@ int swv_qp_destroy(struct swv_qp *qp)
 	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
 			     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
 
-	atomic_fetch_sub(&qp->pd->users, 1);
-	atomic_fetch_sub(&qp->scq->users, 1);
-	atomic_fetch_sub(&qp->rcq->users, 1);
+	if (qp->xrc == SWV_XRC_TGT) {
+		atomic_fetch_sub(&qp->xrcd->users, 1);
+	} else {
+		atomic_fetch_sub(&qp->pd->users, 1);
+		atomic_fetch_sub(&qp->scq->users, 1);
+		atomic_fetch_sub(&qp->rcq->users, 1);
+	}
 	/* A WQE it took from the SRQ and still held is released without a completion,
 	 * like the WQEs of a destroyed QP's own RQ. */
-	if (qp->srq)
+	if (qp->xrc == SWV_XRC_TGT && qp->srq)
+		swv_xrc_srq_put(qp->srq);
+	else if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
 	free(qp->srq_rwqe);
 	swv_resp_release(qp);
@@ -303,7 +334,7 @@ int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init
 	init->recv_cq = qp->qpx.qp_base.recv_cq;
 	init->srq = qp->qpx.qp_base.srq;
 	init->cap = qp->cap;
-	init->qp_type = qp->type;
+	init->qp_type = qp->qpx.qp_base.qp_type; /* XRC QPs run as RC inside */
 	init->sq_sig_all = qp->sq_sig_all;
 	return 0;
 }
@@ -444,6 +475,20 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		return;
 	}
 	uint8_t tp = swv_opcode_transport(pkt->opcode);
+	struct swv_pkt rc_view;
+	if (qp->xrc != SWV_XRC_NONE) {
+		/* XRC: only the connected peer, XRC opcodes only -- requests for a TGT QP,
+		 * responses for an INI QP. From here on the RC machinery handles the packet
+		 * as the RC operation it is (the TGT responder reads xrc_srqn). */
+		if (tp != SWV_OP_XRC || !same_peer(src, &qp->peer) ||
+		    (qp->xrc == SWV_XRC_TGT ? !request : !response))
+			goto drop;
+		rc_view = *pkt;
+		rc_view.opcode = pkt->opcode & SWV_OP_OPERATION_MASK;
+		rc_view.flags = swv_opcode(rc_view.opcode)->flags;
+		pkt = &rc_view;
+		tp = SWV_OP_RC;
+	}
 	switch (qp->type) {
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:

@@ -31,6 +31,7 @@ struct swv_mw;
 struct swv_cq;
 struct swv_srq;
 struct swv_wr_batch;
+struct swv_xrcd;
 
 /* One posted send work request, copied at post time. SGEs (or inline bytes) follow. */
 struct swv_send_wqe {
@@ -42,6 +43,7 @@ struct swv_send_wqe {
 	uint32_t rkey;
 	uint64_t compare_add, swap;
 	uint32_t ud_remote_qpn, ud_remote_qkey;
+	uint32_t xrc_srqn; /* XRC INI: wr.qp_type.xrc.remote_srqn, sent in XRCETH */
 	struct sockaddr_in ud_dst;
 	uint8_t ud_deth_rsvd; /* SWV_DETH_GRH | SL, from the AH (transport/packet.h) */
 	uint32_t length;   /* total payload bytes */
@@ -111,6 +113,13 @@ struct swv_qp {
 	struct swv_pd *pd;
 	struct swv_cq *scq, *rcq;
 	struct swv_srq *srq;
+	/* XRC (core/xrcd.h): the QP runs as RC internally (type is IBV_QPT_RC) with XRC
+	 * opcodes on the wire. An INI QP sends with XRCETH; a TGT QP (xrcd set, no PD and
+	 * no CQs of its own) takes pd, srq and rcq from the SRQ each request names,
+	 * holding a reference on that SRQ until the next names another, the QP goes or
+	 * the SRQ is destroyed (swv_xrc_srq_unlink clears the three). */
+	enum { SWV_XRC_NONE, SWV_XRC_INI, SWV_XRC_TGT } xrc;
+	struct swv_xrcd *xrcd;
 	uint32_t qpn;
 	struct swv_list ctx_entry; /* in ctx->qp_list, under ctx->qp_lock */
 
@@ -210,7 +219,8 @@ void swv_qp_to_error(struct swv_qp *qp);
  * the QP (the error could not be reported through a completion), then swv_qp_to_error. */
 void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq);
 
-/* Object lifetime (src/api/qp.c calls these after checking its arguments). */
+/* Object lifetime (src/api/qp.c calls these after checking its arguments). pd is NULL
+ * for an XRC TGT QP (attr->xrcd names its domain). */
 struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err);
 int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init_attr *init);

@@ -33,6 +33,12 @@ _Static_assert(offsetof(struct swv_qp, qpx) == 0, "ibv_qp_ex first");
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
 #define UD_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+/* XRC INI: RC's remote operations without ATOMIC_WRITE and FLUSH (XRC has no opcodes for
+ * them) and without the memory-window ops and SEND_WITH_INV (not built for XRC). */
+#define XRC_INI_OPS                                                                                \
+	(RC_OPS &                                                                                  \
+	 ~(IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |      \
+	   IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH))
 
 #define GROW_FIRST 16 /* entries staged before the first growth */
 
@@ -93,6 +99,8 @@ uint64_t swv_qp_ex_supported_ops(enum ibv_qp_type type)
 	switch (type) {
 	case IBV_QPT_RC:
 		return RC_OPS;
+	case IBV_QPT_XRC_SEND:
+		return XRC_INI_OPS;
 	case IBV_QPT_UC:
 		return UC_OPS;
 	case IBV_QPT_UD:
@@ -337,10 +345,16 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t re
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 {
-	/* Only XRC send QPs take a remote SRQ number, and swverbs cannot create one
-	 * (XRC is not implemented), so no valid call reaches here: fail the batch as a
-	 * device without XRC would. */
-	unsupported(qpx);
+	struct wr_ent *e = cur(qpx);
+	if (!e)
+		return;
+	if (qp_of(qpx)->xrc != SWV_XRC_INI) {
+		/* only XRC send QPs address a remote SRQ */
+		fail(qp_of(qpx)->wr_batch, EINVAL);
+		return;
+	}
+	/* checked (24 bits) with the rest of the WR by the post path */
+	e->wr.qp_type.xrc.remote_srqn = remote_srqn;
 }
 
 static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t length)

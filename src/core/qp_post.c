@@ -84,6 +84,18 @@ static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64
 {
 	if (!opcode_ok(qp->type, wr->opcode))
 		return EINVAL;
+	/* An XRC INI QP is an RC QP inside, but does only what XRC_INI_OPS (core/qp_ex.c)
+	 * lets it ask for: no ATOMIC_WRITE or FLUSH (XRC has no opcode for them), no
+	 * memory-window ops or SEND_WITH_INV. */
+	if (qp->xrc == SWV_XRC_INI &&
+	    (wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH ||
+	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV ||
+	     wr->opcode == IBV_WR_SEND_WITH_INV))
+		return EINVAL;
+	/* An XRC TGT QP has no send queue; an INI QP's SRQ number has 24 bits (XRCETH). */
+	if (qp->xrc == SWV_XRC_TGT ||
+	    (qp->xrc == SWV_XRC_INI && wr->qp_type.xrc.remote_srqn > 0xffffff))
+		return EINVAL;
 	if (wr->send_flags & ~(unsigned)KNOWN_SEND_FLAGS)
 		return EINVAL;
 	if (wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH)
@@ -136,6 +148,7 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	w->opcode = wr->opcode;
 	w->send_flags = wr->send_flags;
 	w->imm_data = wr->imm_data;
+	w->xrc_srqn = qp->xrc == SWV_XRC_INI ? wr->qp_type.xrc.remote_srqn : 0;
 	w->remote_addr = 0;
 	w->rkey = 0;
 	w->compare_add = w->swap = 0;
@@ -401,7 +414,7 @@ int swv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_w
 	int err = 0;
 
 	pthread_mutex_lock(&qp->lock);
-	if (qp->state == IBV_QPS_RESET || qp->srq) {
+	if (qp->state == IBV_QPS_RESET || qp->srq || qp->xrc != SWV_XRC_NONE) {
 		err = EINVAL;
 		*bad = wr;
 		goto out;

@@ -129,6 +129,8 @@ static int type_index(enum ibv_qp_type type)
 {
 	switch (type) {
 	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
 		return T_RC;
 	case IBV_QPT_UC:
 		return T_UC;
@@ -149,10 +151,22 @@ bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
 	if (!tr->valid)
 		return false;
 	/* Reported with IBV_QP_STATE included, as roce-wire.md 6.2 lists them. */
+	int rq = tr->req[t], op = tr->opt[t];
+	/* XRC as the kernel's table has it: the RC masks, less what a half has no use
+	 * for -- an INI QP never responds (INIT->RTR without MAX_DEST_RD_ATOMIC and
+	 * MIN_RNR_TIMER), a TGT QP never requests (RTR->RTS without RETRY_CNT,
+	 * RNR_RETRY and MAX_QP_RD_ATOMIC). swv_qp_modify drops those bits first. */
+	int drop = 0;
+	if (type == IBV_QPT_XRC_SEND)
+		drop = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	else if (type == IBV_QPT_XRC_RECV)
+		drop = IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	rq &= ~drop;
+	op &= ~drop;
 	if (req)
-		*req = tr->req[t] | IBV_QP_STATE;
+		*req = rq | IBV_QP_STATE;
 	if (opt)
-		*opt = tr->opt[t];
+		*opt = op;
 	return true;
 }
 
@@ -298,6 +312,12 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	 * EINVAL (swv_qp_check_mask). */
 	if ((unsigned)mask & ~SWV_QP_ATTR_STANDARD_BITS)
 		return EOPNOTSUPP;
+	/* An XRC half ignores the attributes of the half it is not, as the kernel strips
+	 * them before checking (uverbs' modify_qp_mask): perftest passes the RC masks. */
+	if (qp->xrc == SWV_XRC_INI)
+		mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->xrc == SWV_XRC_TGT)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 
 	pthread_mutex_lock(&qp->lock);
 	enum ibv_qp_state cur = qp->state;
@@ -312,7 +332,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		err = EINVAL;
 		goto out;
 	}
-	err = swv_qp_check_mask(qp->type, cur, next, mask);
+	err = swv_qp_check_mask(qp->qpx.qp_base.qp_type, cur, next, mask);
 	if (!err)
 		err = check_values(qp, attr, mask, &peer);
 	if (err) {

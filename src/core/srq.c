@@ -15,8 +15,10 @@
 
 #include "core/async.h"
 #include "core/context.h"
+#include "core/cq.h"
 #include "core/pd.h"
 #include "core/srq.h"
+#include "core/xrcd.h"
 #include "util/log.h"
 
 static uint32_t pow2_at_least(uint32_t n)
@@ -70,6 +72,7 @@ struct swv_srq *swv_srq_create(struct swv_pd *pd, struct ibv_srq_attr *attr, voi
 	srq->ctx = ctx;
 	srq->pd = pd;
 	srq->max_sge = attr->max_sge;
+	srq->srqn = swv_srq_num_alloc();
 	pthread_mutex_init(&srq->lock, NULL);
 
 	struct ibv_srq *ib = &srq->ibsrq;
@@ -167,8 +170,15 @@ int swv_srq_destroy(struct swv_srq *srq)
 
 	/* A QP holds a reference from create to destroy; the IB rule is that the SRQ
 	 * outlives its QPs. */
-	if (atomic_load(&srq->users))
+	if (srq->xrcd) {
+		/* out of the domain first: no TGT QP can find it after this */
+		if (swv_xrc_srq_unlink(srq))
+			return EBUSY;
+		atomic_fetch_sub(&srq->xrcd->users, 1);
+		atomic_fetch_sub(&srq->cq->users, 1);
+	} else if (atomic_load(&srq->users)) {
 		return EBUSY;
+	}
 	/* No QP can take from it, so nothing raises events for it any more. */
 	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
 			     swv_async_withdraw(srq->ctx, SWV_ASYNC_SRQ, ib));
@@ -250,21 +260,35 @@ struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
 		errno = EINVAL; /* bits this API version does not define */
 		return NULL;
 	}
-	/* XRC SRQs need XRC domains and tag-matching SRQs need the TM engine; swverbs
-	 * has neither (docs/compat.md), so it refuses them as such a device does. */
+	/* Tag-matching SRQs need the TM engine, which swverbs does not have
+	 * (docs/compat.md): refused as such a device does. */
+	bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
-	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)) {
-		errno = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type > IBV_SRQT_TM
-				? EINVAL
-				: EOPNOTSUPP;
+	    (typed && attr->srq_type != IBV_SRQT_BASIC && attr->srq_type != IBV_SRQT_XRC)) {
+		errno = typed && attr->srq_type > IBV_SRQT_TM ? EINVAL : EOPNOTSUPP;
 		return NULL;
 	}
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx) {
 		errno = EINVAL;
 		return NULL;
 	}
-	/* A basic SRQ uses neither an XRC domain nor a CQ: those bits are ignored for
-	 * it, as the providers do. */
+	bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
+	/* An XRC SRQ needs its domain and the CQ its receives complete on (the TGT QP
+	 * that delivers into it has no CQ); a basic SRQ uses neither, and those bits are
+	 * ignored for it, as the providers do. */
+	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    attr->xrcd->context != ctx || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
+		    !attr->cq || attr->cq->context != ctx)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	struct swv_srq *srq = swv_srq_create(to_swv_pd(attr->pd), &attr->attr, attr->srq_context);
+	if (srq && xrc) {
+		srq->xrcd = to_swv_xrcd(attr->xrcd);
+		srq->cq = to_swv_cq(attr->cq);
+		atomic_fetch_add(&srq->xrcd->users, 1);
+		atomic_fetch_add(&srq->cq->users, 1);
+		swv_xrc_srq_link(srq); /* last: TGT QPs can deliver into it from now on */
+	}
 	return srq ? &srq->ibsrq : NULL;
 }

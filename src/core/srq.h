@@ -29,7 +29,9 @@
 #include "core/qp.h"
 
 struct swv_context;
+struct swv_cq;
 struct swv_pd;
+struct swv_xrcd;
 
 /* Limits ibv_query_device advertises (max_srq_wr, max_srq_sge, max_srq). */
 #define SWV_SRQ_MAX_WR  16384
@@ -47,6 +49,14 @@ struct swv_srq {
 	pthread_mutex_t lock; /* see above */
 	struct swv_wq wq;     /* wq.max_wr = capacity promised (max_wr), changes on resize */
 	uint32_t limit;       /* armed SRQ limit, 0 = not armed (one-shot) */
+
+	/* Immutable after create. srqn: ibv_get_srq_num. XRC SRQs (core/xrcd.h): their
+	 * domain handle, the CQ their receives complete on (an XRC TGT QP has none), and
+	 * the entry in the domain's SRQ list (under swv_xrc_lock). */
+	uint32_t srqn;
+	struct swv_xrcd *xrcd;
+	struct swv_cq *cq;
+	struct swv_list xrc_entry;
 };
 
 static inline struct swv_srq *to_swv_srq(struct ibv_srq *srq)

@@ -146,8 +146,12 @@ struct ctx_snap {
 	bool oom;
 };
 
+#define NO_CQ UINT32_MAX /* an XRC QP's missing CQ (JSON null) */
+
 static unsigned cq_index(struct ctx_snap *s, size_t *cap, struct swv_cq *cq)
 {
+	if (!cq)
+		return NO_CQ;
 	for (size_t i = 0; i < s->ncq; i++)
 		if (s->cq[i].cq == cq)
 			return (unsigned)i;
@@ -173,7 +177,7 @@ static unsigned cq_index(struct ctx_snap *s, size_t *cap, struct swv_cq *cq)
 static void snap_qp(struct qp_snap *q, struct swv_qp *qp)
 {
 	q->qpn = qp->qpn;
-	q->type = qp->type;
+	q->type = qp->qpx.qp_base.qp_type; /* XRC halves by their own name */
 	q->state = qp->state;
 	q->dest_qpn = qp->attr.dest_qp_num;
 	q->peer = qp->peer;
@@ -266,7 +270,9 @@ static void snap_ctx(struct ctx_snap *s, struct swv_context *ctx)
 		struct qp_snap *q = &s->qp[s->nqp++];
 		pthread_mutex_lock(&qp->lock);
 		snap_qp(q, qp);
-		struct swv_cq *scq = qp->scq, *rcq = qp->rcq;
+		struct swv_cq *scq = qp->scq;
+		/* an XRC INI QP's rcq is its scq inside; it has no receive CQ */
+		struct swv_cq *rcq = qp->xrc == SWV_XRC_INI ? NULL : qp->rcq;
 		pthread_mutex_unlock(&qp->lock);
 		/* a CQ outlives the QPs that use it (destroy is EBUSY while they do) */
 		q->scq = cq_index(s, &ccap, scq);
@@ -309,6 +315,15 @@ static void free_ctx_snap(struct ctx_snap *s)
 }
 
 /* ---- names ---- */
+/* A CQ index as JSON: the number, or null for none. */
+static const char *cq_ref(char buf[12], unsigned i)
+{
+	if (i == NO_CQ)
+		return "null";
+	snprintf(buf, 12, "%u", i);
+	return buf;
+}
+
 static const char *qp_type_str(enum ibv_qp_type t)
 {
 	switch (t) {
@@ -318,6 +333,10 @@ static const char *qp_type_str(enum ibv_qp_type t)
 		return "UC";
 	case IBV_QPT_UD:
 		return "UD";
+	case IBV_QPT_XRC_SEND:
+		return "XRC_INI";
+	case IBV_QPT_XRC_RECV:
+		return "XRC_TGT";
 	default:
 		return "OTHER";
 	}
@@ -431,7 +450,7 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 	sb_printf(b, "],\"qps\":[");
 	for (size_t i = 0; i < s->nqp; i++) {
 		const struct qp_snap *q = &s->qp[i];
-		char pip[INET_ADDRSTRLEN] = "";
+		char pip[INET_ADDRSTRLEN] = "", scqs[12], rcqs[12];
 		bool conn = q->type != IBV_QPT_UD && q->peer.sin_family == AF_INET;
 		if (conn)
 			inet_ntop(AF_INET, &q->peer.sin_addr, pip, sizeof(pip));
@@ -445,12 +464,13 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 		sb_printf(b,
 			  "\"sq_psn\":%u,\"una_psn\":%u,\"expected_psn\":%u,\"path_mtu\":%u,"
 			  "\"send_outstanding\":%u,\"max_send_wr\":%u,\"recv_posted\":%u,"
-			  "\"max_recv_wr\":%u,\"srq\":%s,\"send_cq\":%u,\"recv_cq\":%u,"
+			  "\"max_recv_wr\":%u,\"srq\":%s,\"send_cq\":%s,\"recv_cq\":%s,"
 			  "\"retry_cnt\":%u,\"retries_left\":%u,\"rnr_retry\":%u,\"rnr_retries_"
 			  "left\":%u,",
 			  q->sq_psn, q->una_psn, q->epsn, q->mtu, q->sq_used, q->sq_max, q->rq_used,
-			  q->rq_max, q->srq ? "true" : "false", q->scq, q->rcq, q->retry_cnt,
-			  q->retry_left, q->rnr_retry, q->rnr_left);
+			  q->rq_max, q->srq ? "true" : "false", cq_ref(scqs, q->scq),
+			  cq_ref(rcqs, q->rcq), q->retry_cnt, q->retry_left, q->rnr_retry,
+			  q->rnr_left);
 		sb_printf(b,
 			  "\"tx_packets\":%llu,\"retransmits\":%llu,\"retries\":%llu,\"ack_"
 			  "timeouts\":%llu,"

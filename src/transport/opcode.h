@@ -11,6 +11,7 @@ enum swv_opcode {
 	SWV_OP_RC = 0x00,
 	SWV_OP_UC = 0x20,
 	SWV_OP_UD = 0x60,
+	SWV_OP_XRC = 0xa0, /* XRC: the RC operations; requests carry an XRCETH */
 
 	SWV_OP_SEND_FIRST = 0x00,
 	SWV_OP_SEND_MIDDLE = 0x01,
@@ -56,6 +57,7 @@ enum swv_opcode {
 #define SWV_DETH_LEN   8
 #define SWV_IMM_LEN    4
 #define SWV_IETH_LEN   4
+#define SWV_XRCETH_LEN 4
 #define SWV_FETH_LEN   4
 
 /* FETH: placement type (IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT) in bits 3:0,
@@ -94,6 +96,8 @@ enum swv_opflag {
 	SWV_OPF_FLOWCTL = 1u << 19, /* swverbs UC flow control: neither request nor response */
 	SWV_OPF_FLUSH = 1u << 20,
 	SWV_OPF_ATOMIC_WRITE = 1u << 21,
+	/* A header, though above the properties: bits 0-7 are the other headers. */
+	SWV_HDR_XRCETH = 1u << 22, /* right after BTH */
 };
 
 struct swv_opcode_info {
@@ -109,14 +113,15 @@ static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 	return &swv_opcode_table[op];
 }
 
-/* True when swverbs implements opcode op (RC, UC, UD and its flow-control opcode; not
+/* True when swverbs implements opcode op (RC, UC, UD, XRC and its flow-control opcode; not
  * RD/CNP/...). */
 static inline int swv_opcode_supported(uint8_t op)
 {
 	return swv_opcode_table[op].name != 0;
 }
 
-/* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC or SWV_OP_UD for supported ones. */
+/* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC, SWV_OP_UD or SWV_OP_XRC for supported
+ * ones. */
 static inline uint8_t swv_opcode_transport(uint8_t op)
 {
 	return op & SWV_OP_TRANSPORT_MASK;

@@ -111,6 +111,8 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 		return 0;
 	if ((f & SWV_HDR_DETH) && p->deth_sqpn > SWV_QPN_MASK)
 		return 0;
+	if ((f & SWV_HDR_XRCETH) && p->xrc_srqn > SWV_QPN_MASK)
+		return 0;
 	if ((f & SWV_HDR_AETH) && p->aeth_msn > 0xffffffu)
 		return 0;
 
@@ -122,9 +124,14 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	hdr[8] = p->ackreq ? 0x80 : 0;
 	put_be24(hdr + 9, p->psn);
 
-	/* Extension headers in wire order: DETH, FETH, RETH, AETH, AtomicAckETH,
-	 * AtomicETH, ImmDt, IETH (no opcode carries two that would conflict). */
+	/* Extension headers in wire order: XRCETH or DETH, FETH, RETH, AETH, AtomicAckETH,
+	 * AtomicETH, ImmDt, IETH (no opcode carries two that would conflict). XRCETH: a
+	 * reserved byte, then the 24-bit XRC SRQ number. */
 	uint8_t *q = hdr + SWV_BTH_LEN;
+	if (f & SWV_HDR_XRCETH) {
+		put_be32(q, p->xrc_srqn);
+		q += SWV_XRCETH_LEN;
+	}
 	if (f & SWV_HDR_DETH) {
 		put_be32(q, p->deth_qkey);
 		q[4] = p->deth_rsvd;
@@ -316,6 +323,10 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 	p.flags = oi->flags;
 
 	const uint8_t *q = buf + SWV_BTH_LEN;
+	if (p.flags & SWV_HDR_XRCETH) {
+		p.xrc_srqn = get_be24(q + 1); /* byte 0 reserved: ignored */
+		q += SWV_XRCETH_LEN;
+	}
 	if (p.flags & SWV_HDR_DETH) {
 		p.deth_qkey = get_be32(q);
 		p.deth_rsvd = q[4];

@@ -61,7 +61,8 @@ struct swv_pkt {
 	uint8_t deth_rsvd; /* DETH byte 4: reserved in IB; swverbs uses it, see SWV_DETH_* */
 	uint32_t imm;  /* network order */
 	uint32_t ieth_rkey;
-	uint32_t feth; /* placement type | selectivity << SWV_FETH_SEL_SHIFT */
+	uint32_t xrc_srqn; /* XRCETH (XRC requests) */
+	uint32_t feth;	   /* placement type | selectivity << SWV_FETH_SEL_SHIFT */
 
 	const uint8_t *payload;
 	uint32_t paylen; /* excludes pad */
@@ -94,7 +95,7 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
  * byte 4 are written as 0; pkey 0 (invalid in IB) is sent as SWV_PKEY_DEFAULT.
  * Returns the header length, or 0 if the input is invalid: NULL pointers, unsupported
  * opcode, paylen > 0 on an opcode without payload, or a 24-bit field (dqpn, psn,
- * deth_sqpn, aeth_msn) out of range. */
+ * deth_sqpn, xrc_srqn, aeth_msn) out of range. */
 size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p);
 
 /* Compute the trailer for hdr|payload|pad (pad bytes are zero and implied by

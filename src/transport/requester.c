@@ -335,6 +335,10 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 		p->opcode |= qp->type == IBV_QPT_UC ? SWV_OP_UC : SWV_OP_UD;
 		p->ackreq = false;
 	}
+	if (qp->xrc == SWV_XRC_INI) {
+		p->opcode |= SWV_OP_XRC; /* the RC operation, addressed to an XRC SRQ */
+		p->xrc_srqn = w->xrc_srqn;
+	}
 	return off;
 }
 
@@ -439,6 +443,10 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		}
 		break;
 	}
+	}
+	if (qp->xrc == SWV_XRC_INI && !(p.opcode & SWV_OP_XRC)) { /* READ and atomics */
+		p.opcode |= SWV_OP_XRC;
+		p.xrc_srqn = w->xrc_srqn;
 	}
 	p.flags = swv_opcode(p.opcode)->flags;
 	p.paylen = paylen;

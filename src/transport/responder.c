@@ -20,6 +20,7 @@
 #include "core/mr.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "core/xrcd.h"
 #include "net/addr.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -183,7 +184,9 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	if (qp->resp.ack_pending)
 		swv_resp_flush_ack(qp);
 	memset(&p, 0, sizeof(p));
-	p.opcode = opcode;
+	/* An XRC TGT QP answers under the XRC prefix (responses carry no XRCETH). */
+	p.opcode = qp->xrc == SWV_XRC_TGT ? (uint8_t)((opcode & SWV_OP_OPERATION_MASK) | SWV_OP_XRC)
+					  : opcode;
 	p.pkey = qp->pkey;
 	p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 	p.psn = psn & SWV_PSN_MASK;
@@ -772,6 +775,29 @@ static uint32_t rob_lowest(const struct swv_resp_state *s)
 
 /* Execute the packet at epsn (an arrival or a kept one): every check and the
  * execution are the same for both. False when it was refused (rc_error answered). */
+/* XRC TGT: the SRQ the request's XRCETH names becomes the QP's receive queue, and its
+ * PD and CQ the QP's (core/xrcd.h). An SRQ number nobody has is an invalid request, an
+ * SRQ of another XRC domain a remote access error (NAK, then the QP goes to ERR, as
+ * for every NAK of that kind); a message in progress cannot change SRQ. */
+static enum swv_resp_err xrc_target(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_srq *srq;
+
+	if (qp->srq && qp->srq->srqn == pkt->xrc_srqn)
+		return SWV_RESP_OK;
+	if (qp->srq_rwqe_valid)
+		return SWV_RESP_ERR_INV_REQ;
+	int rc = swv_xrc_srq_get(qp->xrcd->dom, qp->ctx, pkt->xrc_srqn, &srq);
+	if (rc)
+		return rc == EACCES ? SWV_RESP_ERR_ACCESS : SWV_RESP_ERR_INV_REQ;
+	if (qp->srq)
+		swv_xrc_srq_put(qp->srq);
+	qp->srq = srq;
+	qp->rcq = srq->cq;
+	qp->pd = srq->pd;
+	return SWV_RESP_OK;
+}
+
 static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
 	struct swv_resp_state *s = &qp->resp;
@@ -779,7 +805,9 @@ static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 
 	s->nak_sent = false;
 	s->seq_nak = false;
-	err = resp_execute(qp, pkt, cls, true);
+	err = qp->xrc == SWV_XRC_TGT ? xrc_target(qp, pkt) : SWV_RESP_OK;
+	if (err == SWV_RESP_OK)
+		err = resp_execute(qp, pkt, cls, true);
 	if (err != SWV_RESP_OK) {
 		rc_error(qp, pkt, cls, err);
 		return false;

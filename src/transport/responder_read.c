@@ -116,7 +116,8 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		struct swv_pkt p;
 
 		memset(&p, 0, sizeof(p));
-		p.opcode = SWV_OP_RC | read_resp_op(k, n, fresh);
+		p.opcode =
+		    (qp->xrc == SWV_XRC_TGT ? SWV_OP_XRC : SWV_OP_RC) | read_resp_op(k, n, fresh);
 		p.pkey = qp->pkey;
 		p.mac_key = swv_auth_tx_key(&qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;

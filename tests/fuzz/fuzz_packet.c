@@ -75,6 +75,8 @@ static int same_fields(const struct swv_pkt *a, const struct swv_pkt *b)
 		return 0;
 	if ((f & SWV_HDR_FETH) && a->feth != b->feth)
 		return 0;
+	if ((f & SWV_HDR_XRCETH) && a->xrc_srqn != b->xrc_srqn)
+		return 0;
 	return a->paylen == 0 || memcmp(a->payload, b->payload, a->paylen) == 0;
 }
 
@@ -125,11 +127,12 @@ static void check_parsed(const uint8_t *buf, size_t len, const struct swv_pkt *p
 	if (p->paylen && !(oi->flags & SWV_OPF_PAYLOAD))
 		FAIL("payload on an opcode without one");
 	if (p->padcnt > 3 || p->dqpn > SWV_QPN_MASK || p->psn > SWV_PSN_MASK ||
-	    p->deth_sqpn > SWV_QPN_MASK || p->aeth_msn > 0xffffff)
+	    p->deth_sqpn > SWV_QPN_MASK || p->aeth_msn > 0xffffff || p->xrc_srqn > SWV_QPN_MASK)
 		FAIL("field out of range");
 	if (swv_opcode_transport(p->opcode) != SWV_OP_RC &&
 	    swv_opcode_transport(p->opcode) != SWV_OP_UC &&
-	    swv_opcode_transport(p->opcode) != SWV_OP_UD && !(oi->flags & SWV_OPF_FLOWCTL))
+	    swv_opcode_transport(p->opcode) != SWV_OP_UD &&
+	    swv_opcode_transport(p->opcode) != SWV_OP_XRC && !(oi->flags & SWV_OPF_FLOWCTL))
 		FAIL("opcode %#x of no transport accepted", p->opcode);
 }
 
@@ -210,6 +213,7 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	p.imm = (uint32_t)take(&d, &n, 4);
 	p.ieth_rkey = (uint32_t)take(&d, &n, 4);
 	p.feth = (uint32_t)take(&d, &n, 4);
+	p.xrc_srqn = (uint32_t)take(&d, &n, 4) & ((bits & 128) ? 0x1ffffffu : 0xffffffu);
 	p.payload = d;
 	p.paylen = (uint32_t)(n > 4096 ? 4096 : n);
 
@@ -219,6 +223,7 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	    (!p.paylen || (swv_opcode(p.opcode)->flags & SWV_OPF_PAYLOAD)) &&
 	    p.dqpn <= SWV_QPN_MASK && p.psn <= SWV_PSN_MASK &&
 	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_DETH) || p.deth_sqpn <= SWV_QPN_MASK) &&
+	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_XRCETH) || p.xrc_srqn <= SWV_QPN_MASK) &&
 	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_AETH) || p.aeth_msn <= 0xffffff);
 	if (!len != !valid)
 		FAIL("opcode %#x: builder %s a packet it should %s", p.opcode,
@@ -270,6 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			l += (f & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 			l += (f & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
 			l += (f & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
+			l += (f & SWV_HDR_XRCETH) ? SWV_XRCETH_LEN : 0;
 			if (l != oi->hdr_len || l > SWV_MAX_HDR_LEN)
 				FAIL("opcode %#x (%s): table hdr_len %u, headers add up to %u", op,
 				     oi->name, oi->hdr_len, l);

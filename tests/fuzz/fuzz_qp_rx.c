@@ -386,6 +386,7 @@ static void rewrite(uint8_t *b, size_t len, unsigned target, unsigned src)
 		return;
 	uint32_t f = oi->flags;
 	uint8_t *q = b + SWV_BTH_LEN;
+	q += (f & SWV_HDR_XRCETH) ? SWV_XRCETH_LEN : 0;
 	if (f & SWV_HDR_DETH) {
 		if (src == FQ_SRC_PEER) {
 			q[5] = (uint8_t)(F.peer_port >> 8);
@@ -393,6 +394,7 @@ static void rewrite(uint8_t *b, size_t len, unsigned target, unsigned src)
 		}
 		q += SWV_DETH_LEN;
 	}
+	q += (f & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
 	if (f & SWV_HDR_RETH) {
 		map_key(q + 8);
 		q += SWV_RETH_LEN;

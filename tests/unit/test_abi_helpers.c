@@ -1,6 +1,6 @@
 /*
  * The exported entry points no other module owns (src/api/{rate,opcode_str,fork,sysfs,
- * kern_abi,import,ece,mcast,eth_l2,dmah,dm,port_speed,buf,mr_ex}.c) and the XRC refusals: pure helpers
+ * kern_abi,import,ece,mcast,eth_l2,dmah,dm,port_speed,buf,mr_ex}.c) and XRC's entry: pure helpers
  * give rdma-core's answers (compared with the system libibverbs.so.1 when it is
  * installed), implemented calls work, unsupported features answer exactly EOPNOTSUPP,
  * and every call refuses NULL arguments.
@@ -481,18 +481,20 @@ static void test_unsupported(struct objs *o)
 	CHECK_EQ(ibv_dm_export_dmabuf_fd(NULL), -1);
 	CHECK_EQ(errno, EINVAL);
 
-	/* Basic SRQs work (tests/unit/test_srq.c); XRC SRQs are refused by the
-	 * create_srq_ex op, and XRC domains cannot be opened (open_xrcd is NULL). */
+	/* Basic SRQs work (tests/unit/test_srq.c); an XRC SRQ needs its domain, which
+	 * opens (tests/unit/test_xrc_objects.c). */
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
 	CHECK_NULL_ERRNO(ibv_create_srq(NULL, &sa), EINVAL);
 	struct ibv_srq_init_attr_ex sax = {
 	    .attr = {.max_wr = 4, .max_sge = 1}, .comp_mask = IBV_SRQ_INIT_ATTR_PD, .pd = o->pd};
 	sax.comp_mask |= IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ;
 	sax.srq_type = IBV_SRQT_XRC;
-	CHECK_NULL_ERRNO(ibv_create_srq_ex(o->ctx, &sax), EOPNOTSUPP);
+	CHECK_NULL_ERRNO(ibv_create_srq_ex(o->ctx, &sax), EINVAL);
 	struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 					.fd = -1, .oflags = O_CREAT};
-	CHECK_NULL_ERRNO(ibv_open_xrcd(o->ctx, &xa), EOPNOTSUPP);
+	struct ibv_xrcd *xrcd = ibv_open_xrcd(o->ctx, &xa);
+	CHECK_PTR(xrcd);
+	CHECK_OK(ibv_close_xrcd(xrcd));
 	CHECK_EQ(ibv_destroy_srq(NULL), EINVAL);
 	CHECK_EQ(ibv_query_srq(NULL, NULL), EINVAL);
 	CHECK_EQ(ibv_modify_srq(NULL, NULL, 0), EINVAL);

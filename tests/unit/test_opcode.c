@@ -1,9 +1,10 @@
 /*
  * Opcode table (transport/opcode.c) against roce-wire.md 2.2, written out again here
  * independently: every supported opcode's header length, headers and properties,
+ * the XRC opcodes (the RC ones under 0xa0, requests with an XRCETH after BTH),
  * swverbs' one manufacturer-range opcode (UC flow control, docs/wire.md), and every
- * other opcode (RD, CNP, FLUSH, ATOMIC_WRITE, reserved, the rest of 0xe0-0xff)
- * unsupported.
+ * other opcode (RD, CNP, UC and XRC FLUSH/ATOMIC_WRITE, reserved, the rest of
+ * 0xe0-0xff) unsupported.
  */
 #include <stdint.h>
 
@@ -63,7 +64,7 @@ static const struct expect rc_only[] = {
 
 #define HDR_MASK                                                                                   \
 	(SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH |            \
-	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_FETH)
+	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_XRCETH | SWV_HDR_FETH)
 
 static int seen[256];
 
@@ -90,6 +91,7 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 	sum += (oi->flags & SWV_HDR_DETH) ? SWV_DETH_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_XRCETH) ? SWV_XRCETH_LEN : 0;
 	sum += (oi->flags & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
 	CHECK_EQ(oi->hdr_len, sum);
 	/* Exactly one of request / response / flow control. */
@@ -102,18 +104,53 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 int main(void)
 {
 	CHECK_EQ(SWV_RETH_LEN + SWV_AETH_LEN + SWV_ATMETH_LEN + SWV_ATMACK_LEN + SWV_DETH_LEN +
-		     SWV_IMM_LEN + SWV_IETH_LEN + SWV_FETH_LEN,
-		 16 + 4 + 28 + 8 + 8 + 4 + 4 + 4);
+		     SWV_IMM_LEN + SWV_IETH_LEN + SWV_FETH_LEN + SWV_XRCETH_LEN,
+		 16 + 4 + 28 + 8 + 8 + 4 + 4 + 4 + 4);
+	/* Every header and property flag a bit of its own (two headers sharing one would
+	 * make the parser read both whenever either is present). */
+	static const uint32_t bits[] = {
+	    SWV_HDR_RETH,    SWV_HDR_AETH,    SWV_HDR_ATMETH,	    SWV_HDR_ATMACK,
+	    SWV_HDR_DETH,    SWV_HDR_IMM,     SWV_HDR_IETH,	    SWV_HDR_FETH,
+	    SWV_HDR_XRCETH,  SWV_OPF_PAYLOAD, SWV_OPF_REQUEST,	    SWV_OPF_RESPONSE,
+	    SWV_OPF_FIRST,   SWV_OPF_MIDDLE,  SWV_OPF_LAST,	    SWV_OPF_SEND,
+	    SWV_OPF_WRITE,   SWV_OPF_READ,    SWV_OPF_ATOMIC,	    SWV_OPF_ACK,
+	    SWV_OPF_FLOWCTL, SWV_OPF_FLUSH,   SWV_OPF_ATOMIC_WRITE,
+	};
+	uint32_t taken = 0;
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+		CHECK(bits[i] != 0 && (bits[i] & (bits[i] - 1)) == 0);
+		CHECK_EQ(taken & bits[i], 0);
+		taken |= bits[i];
+	}
 	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
 		check_entry(SWV_OP_RC | rc_uc_common[i].op, &rc_uc_common[i], "RC_");
 		check_entry(SWV_OP_UC | rc_uc_common[i].op, &rc_uc_common[i], "UC_");
 	}
 	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++)
 		check_entry(rc_only[i].op, &rc_only[i], "");
+	/* XRC: each RC opcode under 0xa0; requests carry the 4-byte XRCETH, responses
+	 * (READ responses, ACKs) do not. */
+	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
+		struct expect x = rc_uc_common[i];
+		x.len += 4;
+		x.hdrs |= SWV_HDR_XRCETH;
+		check_entry(SWV_OP_XRC | x.op, &x, "XRC_");
+	}
+	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++) {
+		struct expect x = rc_only[i];
+		if (x.op > 0x17)
+			continue; /* FLUSH, ATOMIC_WRITE, UD and flow control have no XRC form */
+		if (x.props & RQ) {
+			x.len += 4;
+			x.hdrs |= SWV_HDR_XRCETH;
+		}
+		check_entry(SWV_OP_XRC | x.op, &x, "X"); /* "XRC_..." from "RC_..." */
+	}
 
 	/* Everything else is unsupported: UC READ/atomic/ACK/INV/FLUSH/ATOMIC_WRITE,
 	 * reserved 0x15, 0x18-0x1b, 0x1e-0x1f, RD 0x40-0x5f, other UD
-	 * opcodes, CNP 0x80/0x81, vendor 0xe1-0xff. */
+	 * opcodes, CNP 0x80/0x81, XRC 0xb5 and 0xb8-0xbf (FLUSH, ATOMIC_WRITE included),
+	 * vendor 0xe1-0xff. */
 	int supported = 0;
 	for (int op = 0; op < 256; op++) {
 		const struct swv_opcode_info *oi = swv_opcode((uint8_t)op);
@@ -122,8 +159,9 @@ int main(void)
 			supported++;
 			if (op == SWV_OP_FLOW_CONTROL)
 				continue;
-			CHECK_EQ(swv_opcode_transport((uint8_t)op) & ~0x60, 0);
-			CHECK(swv_opcode_transport((uint8_t)op) != 0x40);
+			uint8_t tp = swv_opcode_transport((uint8_t)op);
+			CHECK(tp == SWV_OP_RC || tp == SWV_OP_UC || tp == SWV_OP_UD ||
+			      tp == SWV_OP_XRC);
 			continue;
 		}
 		if (oi->name || oi->flags || oi->hdr_len || swv_opcode_supported((uint8_t)op)) {
@@ -132,7 +170,11 @@ int main(void)
 			exit(1);
 		}
 	}
-	CHECK_EQ(supported, 12 + 12 + 15 + 1);
+	CHECK_EQ(supported, 12 + 12 + 15 + 1 + 23);
+	CHECK(!swv_opcode_supported(0xb5)); /* XRC has no 0x15 either */
+	CHECK(!swv_opcode_supported(0xb8));
+	CHECK(!swv_opcode_supported(0xbc)); /* no XRC FLUSH */
+	CHECK(!swv_opcode_supported(0xbd)); /* no XRC ATOMIC_WRITE */
 	CHECK_EQ(SWV_OP_FLOW_CONTROL, 0xe0);
 	CHECK(!swv_opcode_supported(0xe1));
 	CHECK(!swv_opcode_supported(0xff));

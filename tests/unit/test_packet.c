@@ -161,6 +161,7 @@ static void random_fields(struct swv_pkt *p, uint8_t op, uint32_t paylen)
 	p->deth_rsvd = (uint8_t)rnd();
 	p->imm = rnd();
 	p->ieth_rkey = rnd();
+	p->xrc_srqn = rnd() & SWV_QPN_MASK;
 	p->feth = rnd();
 	p->paylen = paylen;
 }
@@ -194,6 +195,7 @@ static void check_same(const struct swv_pkt *p, const struct swv_pkt *q, const u
 	FIELD(SWV_HDR_DETH, deth_rsvd);
 	FIELD(SWV_HDR_IMM, imm);
 	FIELD(SWV_HDR_IETH, ieth_rkey);
+	FIELD(SWV_HDR_XRCETH, xrc_srqn);
 	FIELD(SWV_HDR_FETH, feth);
 #undef FIELD
 	CHECK_EQ(q->paylen, p->paylen);
@@ -243,7 +245,8 @@ static void test_round_trip(void)
 			}
 		}
 	}
-	CHECK_EQ(ops, 40); /* 39 IB opcodes (FLUSH, ATOMIC_WRITE incl.) + UC flow control */
+	CHECK_EQ(ops, 63); /* 39 IB opcodes (FLUSH, ATOMIC_WRITE incl.), 23 XRC opcodes + UC
+			    * flow control */
 }
 
 /* Every truncation and every single-bit flip of p must be rejected. */
