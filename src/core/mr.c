@@ -206,8 +206,6 @@ int swv_mr_check_access(unsigned access)
 
 	if (access & (SWV_ACCESS_FLUSH_GLOBAL | SWV_ACCESS_FLUSH_PERSISTENT))
 		return EOPNOTSUPP;
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return EOPNOTSUPP; /* odp_caps are 0 */
 	/* Bits in the optional range (e.g. RELAXED_ORDERING) may be ignored by design;
 	 * any other unknown bit is an error. */
 	if (access & ~(SWV_ACCESS_KNOWN | optional))
@@ -230,14 +228,25 @@ static int check_range(const void *addr, size_t length, uint64_t iova)
 	return 0;
 }
 
+/* The implicit ODP MR: the whole address space, as rdma-core asks for it. */
+static bool is_implicit(const void *addr, size_t length, unsigned access)
+{
+	return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access)
 {
 	struct swv_mr_table *t = &ctx->mrs;
+	bool implicit = is_implicit(addr, length, access);
 	int rc = swv_mr_check_access(access);
-	if (!rc)
+	if (!rc && implicit && iova != 0)
+		rc = EINVAL; /* its IOVA space is the address space itself */
+	if (!rc && !implicit)
 		rc = check_range(addr, length, iova);
-	if (!rc)
+	/* ODP pages need not be mapped now: an access that finds a hole fails then
+	 * (the copies are fault-safe), as an HCA's page fault it cannot serve. */
+	if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
 		rc = check_mapping(addr, length, access);
 	if (rc) {
 		errno = rc;
@@ -252,7 +261,7 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->access = access;
 	mr->iova = iova;
 	mr->base = addr;
-	mr->length = length;
+	mr->length = implicit ? UINT64_MAX : length;
 	mr->ibmr.context = &ctx->vctx.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
@@ -317,9 +326,16 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
+	/* The implicit MR has no translation to change, and without ON_DEMAND it would
+	 * be an ordinary MR of the whole address space. */
+	if (is_implicit(mr->base, mr->ibmr.length, mr->access) &&
+	    (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)))
+		return EOPNOTSUPP;
 	/* A new range, or new rights over the old one, must pass what registration
-	 * checks (the application races itself if it reregisters one MR twice at once). */
-	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) {
+	 * checks (the application races itself if it reregisters one MR twice at once);
+	 * an ODP MR's pages are checked at each access instead. */
+	if ((flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) &&
+	    !(new_access & IBV_ACCESS_ON_DEMAND)) {
 		bool tr = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
 		rc = check_mapping(tr ? addr : mr->base, tr ? length : mr->length, new_access);
 		if (rc)
@@ -355,7 +371,8 @@ static bool in_bounds(const struct swv_mr *mr, uint64_t va, uint64_t len)
 
 static inline uint8_t *host_addr(const struct swv_mr *mr, uint64_t va)
 {
-	return mr->base + (va - mr->iova);
+	/* integer arithmetic: the implicit ODP MR's base is NULL */
+	return (uint8_t *)((uintptr_t)mr->base + (uintptr_t)(va - mr->iova));
 }
 
 /* Resolve an lkey range for a copy: NULL unless key, PD, bounds and rights all hold. */
@@ -521,4 +538,54 @@ int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rk
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
+}
+
+/* ---- ibv_advise_mr ---- */
+
+int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, uint32_t flags,
+		  const struct ibv_sge *sg, uint32_t nsge)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int rc = 0;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EOPNOTSUPP; /* rxe: only the prefetch advices exist */
+	if ((flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH) || !nsge || !sg)
+		return EINVAL;
+	bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	pthread_rwlock_rdlock(&t->lock);
+	/* Every SGE names an ODP MR of this PD and lies in it, flush or not. */
+	for (uint32_t i = 0; i < nsge && !rc; i++) {
+		struct swv_mr *mr = swv_mr_lookup(t, sg[i].lkey, false);
+		if (!mr || mr->pd != pd || !(mr->access & IBV_ACCESS_ON_DEMAND))
+			rc = EINVAL;
+		else if (!in_bounds(mr, sg[i].addr, sg[i].length))
+			rc = EFAULT;
+		else if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+			rc = EINVAL;
+	}
+	/* Prefetching is faulting the pages in now (what a registration without ODP
+	 * does). NO_FAULT only maps what is present already: nothing to do here. With
+	 * FLUSH the answer waits for it and reports a range that cannot be faulted in;
+	 * without, it is best effort and its failure is the later access's. */
+	for (uint32_t i = 0; i < nsge && !rc && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
+	     i++) {
+		if (!sg[i].length)
+			continue;
+		struct swv_mr *mr = swv_mr_lookup(t, sg[i].lkey, false);
+		int r = swv_mem_check(host_addr(mr, sg[i].addr), sg[i].length, write);
+		if (r && (flags & IBV_ADVISE_MR_FLAG_FLUSH))
+			rc = r;
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int swv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		  struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return swv_mr_advise(to_swv_ctx(pd->context), to_swv_pd(pd), advice, flags, sg_list,
+			     num_sge);
 }

@@ -56,9 +56,11 @@ struct swv_mr_table {
 };
 
 /* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
- * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP/flush, ENOMEM, EFAULT
+ * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP flush, ENOMEM, EFAULT
  * when the range is not mapped in full, or not writable while the access asks for
- * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails). */
+ * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails; never for
+ * IBV_ACCESS_ON_DEMAND, whose pages are checked at each access). addr NULL, length
+ * SIZE_MAX with ON_DEMAND is the implicit MR: every address, iova = host address. */
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access);
 void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
@@ -67,6 +69,15 @@ void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
  * atomically with respect to accesses; keys are kept. */
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
 		 void *addr, size_t length, unsigned access);
+/* ibv_advise_mr: 0, EOPNOTSUPP (an advice other than the prefetches), EINVAL (unknown
+ * flag, no SGE, an lkey that is not an ODP MR of pd, PREFETCH_WRITE into an MR without
+ * LOCAL_WRITE), EFAULT (an SGE outside its MR; with IBV_ADVISE_MR_FLAG_FLUSH also a
+ * range whose pages cannot be faulted in). */
+int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, uint32_t flags,
+		  const struct ibv_sge *sg, uint32_t nsge);
+/* The verbs_context op behind the inline ibv_advise_mr. */
+int swv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		  struct ibv_sge *sg_list, uint32_t num_sge);
 /* Access flags check shared with reg/rereg: 0, EINVAL or EOPNOTSUPP. */
 int swv_mr_check_access(unsigned access);
 

@@ -117,7 +117,7 @@ static void test_query_device(struct ibv_context *ctx, struct ibv_device *dev)
 	CHECK_OK(ibv_query_device_ex(ctx, NULL, &ax));
 	CHECK(memcmp(&ax.orig_attr, &a, sizeof(a)) == 0);
 	CHECK_EQ(ax.phys_port_cnt_ex, a.phys_port_cnt);
-	CHECK_EQ(ax.odp_caps.general_caps, 0);
+	CHECK_EQ(ax.odp_caps.general_caps, IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT);
 	/* Completion timestamps: a 1 GHz clock (1 tick = 1 ns), 64 valid bits. */
 	CHECK(ax.completion_timestamp_mask == UINT64_MAX);
 	CHECK_EQ(ax.hca_core_clock, 1000000);
