@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"
+#include "core/dm.h"
 #include "core/mr.h"
 #include "core/qp.h"
 #include "core/trig.h"
@@ -138,6 +139,10 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.create_cq_ex = swv_create_cq_ex; /* extended CQs (core/cq_ex.h) */
 	ctx->vctx.query_rt_values = swv_query_rt_values; /* the completion clock */
 	ctx->vctx.advise_mr = swv_advise_mr;		 /* ODP prefetch (core/mr.h) */
+	/* device memory (core/dm.h) */
+	ctx->vctx.alloc_dm = swv_alloc_dm;
+	ctx->vctx.free_dm = swv_free_dm;
+	ctx->vctx.reg_dm_mr = swv_reg_dm_mr;
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */

@@ -35,6 +35,7 @@ struct swv_device {
 #define SWV_DEV_MAX_MR       65535          /* 16-bit key index, index 0 unused */
 #define SWV_DEV_MAX_MR_SIZE  (1ull << 46)   /* a user-space VA range can never exceed it */
 #define SWV_DEV_MAX_PD       65536
+#define SWV_DEV_MAX_DM_SIZE  (1ull << 20) /* device memory per context (core/dm.h) */
 #define SWV_DEV_MAX_AH       65536
 #define SWV_DEV_MAX_MSG_SZ   (1u << 31)
 #define SWV_DEV_VENDOR_ID    0xffffff       /* rxe's "no vendor": claims nobody's hardware */

@@ -58,6 +58,8 @@ void swv_mr_table_destroy(struct swv_mr_table *t)
 		struct swv_mr_key *e = &t->ent[i];
 		if (e->key && !e->remote) {
 			atomic_fetch_sub(&e->mr->pd->users, 1);
+			if (e->mr->owner_users)
+				atomic_fetch_sub(e->mr->owner_users, 1);
 			free(e->mr);
 		}
 	}
@@ -228,30 +230,12 @@ static int check_range(const void *addr, size_t length, uint64_t iova)
 	return 0;
 }
 
-/* The implicit ODP MR: the whole address space, as rdma-core asks for it. */
-static bool is_implicit(const void *addr, size_t length, unsigned access)
-{
-	return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
-}
-
-struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
-			       size_t length, uint64_t iova, unsigned access)
+/* Enter a checked range in the table under fresh keys. */
+static struct swv_mr *mr_insert(struct swv_context *ctx, struct swv_pd *pd, void *addr,
+				uint64_t length, uint64_t iova, unsigned access,
+				_Atomic unsigned *owner_users)
 {
 	struct swv_mr_table *t = &ctx->mrs;
-	bool implicit = is_implicit(addr, length, access);
-	int rc = swv_mr_check_access(access);
-	if (!rc && implicit && iova != 0)
-		rc = EINVAL; /* its IOVA space is the address space itself */
-	if (!rc && !implicit)
-		rc = check_range(addr, length, iova);
-	/* ODP pages need not be mapped now: an access that finds a hole fails then
-	 * (the copies are fault-safe), as an HCA's page fault it cannot serve. */
-	if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
-		rc = check_mapping(addr, length, access);
-	if (rc) {
-		errno = rc;
-		return NULL;
-	}
 	struct swv_mr *mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		errno = ENOMEM;
@@ -261,11 +245,12 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->access = access;
 	mr->iova = iova;
 	mr->base = addr;
-	mr->length = implicit ? UINT64_MAX : length;
+	mr->length = length;
+	mr->owner_users = owner_users;
 	mr->ibmr.context = &ctx->vctx.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
-	mr->ibmr.length = length;
+	mr->ibmr.length = length == UINT64_MAX ? SIZE_MAX : (size_t)length;
 
 	pthread_rwlock_wrlock(&t->lock);
 	uint32_t lkey = 0, rkey = 0;
@@ -287,7 +272,50 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->ibmr.rkey = rkey;
 	mr->ibmr.handle = lkey; /* no kernel object: an opaque per-MR value */
 	atomic_fetch_add(&pd->users, 1);
+	if (owner_users)
+		atomic_fetch_add(owner_users, 1);
 	pthread_rwlock_unlock(&t->lock);
+	return mr;
+}
+
+/* The implicit ODP MR: the whole address space, as rdma-core asks for it. */
+static bool is_implicit(const void *addr, size_t length, unsigned access)
+{
+	return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+
+struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
+			       size_t length, uint64_t iova, unsigned access)
+{
+	bool implicit = is_implicit(addr, length, access);
+	int rc = swv_mr_check_access(access);
+	if (!rc && implicit && iova != 0)
+		rc = EINVAL; /* its IOVA space is the address space itself */
+	if (!rc && !implicit)
+		rc = check_range(addr, length, iova);
+	/* ODP pages need not be mapped now: an access that finds a hole fails then
+	 * (the copies are fault-safe), as an HCA's page fault it cannot serve. */
+	if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
+		rc = check_mapping(addr, length, access);
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	return mr_insert(ctx, pd, addr, implicit ? UINT64_MAX : length, iova, access, NULL);
+}
+
+struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,
+				  size_t length, unsigned access, _Atomic unsigned *owner_users)
+{
+	int rc = swv_mr_check_access(access);
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	/* zero-based: IOVA 0 is 'base'; a length of 0 is an MR no access can use */
+	struct swv_mr *mr = mr_insert(ctx, pd, base, length, 0, access, owner_users);
+	if (mr)
+		mr->ibmr.addr = NULL; /* as rdma-core reports a DM MR */
 	return mr;
 }
 
@@ -304,6 +332,8 @@ void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 	}
 	pthread_rwlock_unlock(&t->lock);
 	atomic_fetch_sub(&mr->pd->users, 1);
+	if (mr->owner_users)
+		atomic_fetch_sub(mr->owner_users, 1);
 	free(mr);
 }
 
@@ -328,6 +358,9 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 		return EINVAL;
 	/* The implicit MR has no translation to change, and without ON_DEMAND it would
 	 * be an ordinary MR of the whole address space. */
+	/* Device memory stays where it is, and zero-based. */
+	if (mr->owner_users && (flags & ~IBV_REREG_MR_CHANGE_PD))
+		return EINVAL;
 	if (is_implicit(mr->base, mr->ibmr.length, mr->access) &&
 	    (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)))
 		return EOPNOTSUPP;

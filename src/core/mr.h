@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ struct swv_mr {
 	uint64_t iova;      /* remote VA of byte 0 (= addr unless reg_mr_iova) */
 	uint8_t *base;      /* host address of byte 0 */
 	uint64_t length;
+	_Atomic unsigned *owner_users; /* what the memory belongs to (a DM), or NULL */
 };
 
 /* One key of the table: an MR is entered twice, by lkey and by rkey. key 0 = free. */
@@ -63,6 +65,10 @@ struct swv_mr_table {
  * SIZE_MAX with ON_DEMAND is the implicit MR: every address, iova = host address. */
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access);
+/* A zero-based MR over memory swverbs owns (device memory, core/dm.h): IOVA 0 is base;
+ * *owner_users counts it while it lives. NULL + errno as above (access only). */
+struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,
+				  size_t length, unsigned access, _Atomic unsigned *owner_users);
 void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
 /* 0, EINVAL (bad flags/range), EOPNOTSUPP or EFAULT (the new range, or the old one
  * under new write rights, fails the registration check); changes what 'flags' selects
