@@ -18,6 +18,7 @@
 #include "core/cq_ex.h"
 #include "core/dm.h"
 #include "core/mr.h"
+#include "core/pd.h"
 #include "core/qp.h"
 #include "core/trig.h"
 #include "core/srq.h"
@@ -143,6 +144,10 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.alloc_dm = swv_alloc_dm;
 	ctx->vctx.free_dm = swv_free_dm;
 	ctx->vctx.reg_dm_mr = swv_reg_dm_mr;
+	/* parent and thread domains (core/pd.h) */
+	ctx->vctx.alloc_parent_domain = swv_alloc_parent_domain;
+	ctx->vctx.alloc_td = swv_alloc_td;
+	ctx->vctx.dealloc_td = swv_dealloc_td;
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */

@@ -413,7 +413,8 @@ static struct swv_mr *local_mr(struct swv_mr_table *t, struct swv_pd *pd, uint32
 			       uint64_t va, uint64_t len, unsigned access)
 {
 	struct swv_mr *mr = swv_mr_lookup(t, lkey, false);
-	if (!mr || mr->pd != pd || (mr->access & access) != access || !in_bounds(mr, va, len))
+	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || (mr->access & access) != access ||
+	    !in_bounds(mr, va, len))
 		return NULL;
 	return mr;
 }
@@ -504,8 +505,8 @@ static struct swv_mr *remote_mr(struct swv_mr_table *t, struct swv_pd *pd, uint3
 				uint64_t va, uint64_t len, unsigned access)
 {
 	struct swv_mr *mr = swv_mr_lookup(t, rkey, true);
-	if (!mr || mr->pd != pd || !access || (mr->access & access) != access ||
-	    !in_bounds(mr, va, len))
+	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access ||
+	    (mr->access & access) != access || !in_bounds(mr, va, len))
 		return NULL;
 	return mr;
 }
@@ -592,7 +593,8 @@ int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, u
 	/* Every SGE names an ODP MR of this PD and lies in it, flush or not. */
 	for (uint32_t i = 0; i < nsge && !rc; i++) {
 		struct swv_mr *mr = swv_mr_lookup(t, sg[i].lkey, false);
-		if (!mr || mr->pd != pd || !(mr->access & IBV_ACCESS_ON_DEMAND))
+		if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) ||
+		    !(mr->access & IBV_ACCESS_ON_DEMAND))
 			rc = EINVAL;
 		else if (!in_bounds(mr, sg[i].addr, sg[i].length))
 			rc = EFAULT;
