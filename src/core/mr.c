@@ -356,11 +356,11 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
-	/* The implicit MR has no translation to change, and without ON_DEMAND it would
-	 * be an ordinary MR of the whole address space. */
 	/* Device memory stays where it is, and zero-based. */
 	if (mr->owner_users && (flags & ~IBV_REREG_MR_CHANGE_PD))
 		return EINVAL;
+	/* The implicit MR has no translation to change, and without ON_DEMAND it would
+	 * be an ordinary MR of the whole address space. */
 	if (is_implicit(mr->base, mr->ibmr.length, mr->access) &&
 	    (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)))
 		return EOPNOTSUPP;
