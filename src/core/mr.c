@@ -250,7 +250,7 @@ static struct swv_mr *mr_insert(struct swv_context *ctx, struct swv_pd *pd, void
 	mr->ibmr.context = &ctx->vctx.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
-	mr->ibmr.length = length == UINT64_MAX ? SIZE_MAX : (size_t)length;
+	mr->ibmr.length = length;
 
 	pthread_rwlock_wrlock(&t->lock);
 	uint32_t lkey = 0, rkey = 0;
@@ -301,7 +301,12 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 		errno = rc;
 		return NULL;
 	}
-	return mr_insert(ctx, pd, addr, implicit ? UINT64_MAX : length, iova, access, NULL);
+	/* the implicit MR reaches what user space can map (SWV_USER_VA_LIMIT), no further */
+	struct swv_mr *mr =
+	    mr_insert(ctx, pd, addr, implicit ? SWV_USER_VA_LIMIT : length, iova, access, NULL);
+	if (mr && implicit)
+		mr->ibmr.length = SIZE_MAX; /* as the application registered it */
+	return mr;
 }
 
 struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,

@@ -176,14 +176,28 @@ static void test_implicit(struct ibv_pd *pd)
 	CHECK_EQ(swv_mr_remote_write(sc, to_swv_pd(pd), mr->rkey, 64, &v, 8), EFAULT);
 	uint64_t orig;
 	CHECK_EQ(swv_mr_remote_atomic(sc, to_swv_pd(pd), mr->rkey, 64, 0, 1, 0, &orig), EFAULT);
+	/* beyond user space: non-canonical (x86-64 raises #GP with no fault address) and
+	 * kernel addresses fail the access as any hole does */
+	const uint64_t far[] = {1ull << 47, 0x8000000000000000ull, 0xffff800000000000ull,
+				UINT64_MAX - 4095};
+	for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+		int r = swv_mr_remote_read(sc, to_swv_pd(pd), mr->rkey, far[i], &v, 8);
+		CHECK(r == EFAULT || r == EACCES);
+		r = swv_mr_remote_write(sc, to_swv_pd(pd), mr->rkey, far[i], &v, 8);
+		CHECK(r == EFAULT || r == EACCES);
+		CHECK(swv_mr_remote_atomic(sc, to_swv_pd(pd), mr->rkey, far[i], 0, 1, 0, &orig) !=
+		      0);
+	}
 	struct ibv_sge low = {64, 8, mr->lkey};
 	CHECK_EQ(swv_mr_gather(sc, to_swv_pd(pd), &low, 1, 0, tmp, 8), IBV_WC_LOC_PROT_ERR);
-	/* the top of the address space (SIZE_MAX bytes from 0): in bounds, never a wrap */
-	CHECK_OK(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, UINT64_MAX - 8, 8,
+#if defined(__x86_64__)
+	/* the top of user space is in bounds, the first byte above it is not */
+	CHECK_OK(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, (1ull << 47) - 8, 8,
 				     IBV_ACCESS_REMOTE_READ));
-	CHECK_EQ(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, UINT64_MAX - 7, 8,
+	CHECK_EQ(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, (1ull << 47) - 7, 8,
 				     IBV_ACCESS_REMOTE_READ),
 		 EACCES);
+#endif
 	/* advise over it */
 	CHECK_OK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH,
 			       &sb, 1));
