@@ -197,6 +197,14 @@ static uint32_t new_key(struct swv_mr_table *t)
  * right that lets something write it. */
 static int check_mapping(const void *addr, size_t length, unsigned access)
 {
+	/* ODP memory is looked at per access, but only user space can ever be mapped
+	 * (and a copy at a non-canonical address cannot be made fault-safe): EFAULT, as a
+	 * range the kernel's access_ok refuses. */
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return (uintptr_t)addr < SWV_USER_VA_LIMIT &&
+			       length <= SWV_USER_VA_LIMIT - (uintptr_t)addr
+			   ? 0
+			   : EFAULT;
 	bool write =
 	    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
 	return swv_mem_check(addr, length, write);
@@ -293,9 +301,10 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 		rc = EINVAL; /* its IOVA space is the address space itself */
 	if (!rc && !implicit)
 		rc = check_range(addr, length, iova);
-	/* ODP pages need not be mapped now: an access that finds a hole fails then
-	 * (the copies are fault-safe), as an HCA's page fault it cannot serve. */
-	if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
+	/* ODP pages need not be mapped now (check_mapping only bounds them): an access
+	 * that finds a hole fails then (the copies are fault-safe), as an HCA's page
+	 * fault it cannot serve. */
+	if (!rc && !implicit)
 		rc = check_mapping(addr, length, access);
 	if (rc) {
 		errno = rc;
@@ -372,8 +381,7 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	/* A new range, or new rights over the old one, must pass what registration
 	 * checks (the application races itself if it reregisters one MR twice at once);
 	 * an ODP MR's pages are checked at each access instead. */
-	if ((flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) &&
-	    !(new_access & IBV_ACCESS_ON_DEMAND)) {
+	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) {
 		bool tr = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
 		rc = check_mapping(tr ? addr : mr->base, tr ? length : mr->length, new_access);
 		if (rc)

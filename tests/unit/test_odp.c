@@ -12,6 +12,7 @@
 #include "check.h"
 #include "mapping.h"
 #include "core/context.h"
+#include "core/device.h"
 #include "core/mr.h"
 #include "core/pd.h"
 
@@ -61,6 +62,10 @@ static void test_register(struct ibv_pd *pd)
 
 	/* Without ODP a hole or a read-only page fails the registration (pinning)... */
 	CHECK_REG_FAILS(ibv_reg_mr(pd, mem, 4 * pg, ALL & ~IBV_ACCESS_ON_DEMAND), EFAULT);
+	/* ODP ranges must still be user space (a non-canonical address cannot be mapped) */
+	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)0x8000000000000000ull, 4096, ALL), EFAULT);
+	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)(uintptr_t)(SWV_USER_VA_LIMIT - 4096), 8192, ALL),
+			EFAULT);
 	/* ...with ODP the pages are looked at on each access instead. */
 	struct ibv_mr *mr = ibv_reg_mr(pd, mem, 4 * pg, ALL);
 	CHECK_PTR(mr);
@@ -73,6 +78,10 @@ static void test_register(struct ibv_pd *pd)
 	CHECK_EQ(errno, EFAULT);
 	CHECK_OK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			      (void *)0xffff800000000000ull, 4096, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EFAULT);
 
 	/* Local copies: the mapped page works, the hole and the read-only page (for a
 	 * scatter) are protection errors, nothing raised. */
