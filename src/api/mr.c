@@ -49,8 +49,7 @@ SWV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (!ibmr)
 		return EINVAL;
 	struct swv_mr *mr = swv_container_of(ibmr, struct swv_mr, ibmr);
-	swv_mr_deregister(to_swv_ctx(ibmr->context), mr);
-	return 0;
+	return swv_mr_deregister(to_swv_ctx(ibmr->context), mr);
 }
 
 /* rdma-core's contract: 0, or a negative IBV_REREG_MR_ERR_* code with errno set. Which

@@ -52,7 +52,13 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->max_res_rd_atom = SWV_MAX_QP * SWV_MAX_RD_ATOMIC;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SWV_DEV_MAX_AH;
-	/* No MW, multicast or EE yet: 0 says so. */
+	/* Memory windows of type 1 and 2 (core/mr.h): a type 2 window answers only the
+	 * QP it is bound to, and that QP's PD is the window's, so the 2A (QP) and 2B
+	 * (QP and PD) checks are one here. Windows share the MR table's keys. */
+	a->device_cap_flags |=
+	    IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	a->max_mw = SWV_DEV_MAX_MR;
+	/* No multicast or EE yet: 0 says so. */
 	a->max_pkeys = ctx->cfg->npkeys;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
@@ -77,8 +83,10 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(to_swv_ctx(ibctx), &ex.orig_attr);
-	/* The 64-bit flags extend the 32-bit ones (nothing beyond them is offered). */
-	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+	/* The 64-bit flags extend the 32-bit ones, with IBTA 1.5's FLUSH (both placement
+	 * types: core/mr.h says what persistent means here) and ATOMIC_WRITE. */
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags | IB_UVERBS_DEVICE_FLUSH_GLOBAL |
+				 IB_UVERBS_DEVICE_FLUSH_PERSISTENT | IB_UVERBS_DEVICE_ATOMIC_WRITE;
 	/* Completion timestamps (core/cq_ex.h): a 1 GHz clock, all 64 bits valid. */
 	ex.completion_timestamp_mask = SWV_TIMESTAMP_MASK;
 	ex.hca_core_clock = SWV_HCA_CORE_CLOCK_KHZ;

@@ -123,6 +123,10 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ib->ops.post_send = swv_post_send;
 	ib->ops.post_recv = swv_post_recv;
 	ib->ops.post_srq_recv = swv_post_srq_recv;
+	/* memory windows, type 1 and 2B (api/mw.c) */
+	ib->ops.alloc_mw = swv_alloc_mw;
+	ib->ops.dealloc_mw = swv_dealloc_mw;
+	ib->ops.bind_mw = swv_bind_mw;
 	/* No kernel command channel exists; -1 until the context is up (see below). */
 	ib->cmd_fd = -1;
 	ib->num_comp_vectors = 1;

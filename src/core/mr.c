@@ -10,8 +10,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -25,14 +27,13 @@
 
 #define TABLE_MIN 256u /* keys; the table doubles at half full */
 
-/* Flush access bits (rdma-core IBV_ACCESS_FLUSH_GLOBAL/PERSISTENT) are not in older
- * headers; swverbs has no FLUSH operation so registering for it is EOPNOTSUPP. */
-#define SWV_ACCESS_FLUSH_GLOBAL     (1u << 8)
-#define SWV_ACCESS_FLUSH_PERSISTENT (1u << 9)
-#define SWV_ACCESS_KNOWN                                                                          \
+/* IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT grant the remote FLUSH of those placement
+ * types (swv_mr_remote_flush). */
+#define SWV_ACCESS_KNOWN                                                                           \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                  \
-	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_FLUSH_GLOBAL |                     \
+	 IBV_ACCESS_FLUSH_PERSISTENT)
 
 int swv_mr_table_init(struct swv_mr_table *t)
 {
@@ -56,7 +57,10 @@ void swv_mr_table_destroy(struct swv_mr_table *t)
 	 * its lkey entry). */
 	for (uint32_t i = 0; t->ent && i <= t->mask; i++) {
 		struct swv_mr_key *e = &t->ent[i];
-		if (e->key && !e->remote) {
+		if (e->key && e->mw && e->remote) {
+			atomic_fetch_sub(&e->mw->pd->users, 1);
+			free(e->mw);
+		} else if (e->key && !e->remote && !e->mw) {
 			atomic_fetch_sub(&e->mr->pd->users, 1);
 			if (e->mr->owner_users)
 				atomic_fetch_sub(e->mr->owner_users, 1);
@@ -93,11 +97,24 @@ struct swv_mr *swv_mr_lookup(struct swv_mr_table *t, uint32_t key, bool remote)
 	return e->key == key && e->remote == remote ? e->mr : NULL;
 }
 
+/* The entry of a live rkey (an MR's or a window's), or NULL. */
+static const struct swv_mr_key *rkey_entry(const struct swv_mr_table *t, uint32_t key)
+{
+	if (key == 0 || !t->ent)
+		return NULL;
+	const struct swv_mr_key *e = key_slot(t, key);
+	return e->key == key && e->remote ? e : NULL;
+}
+
+static void key_put(struct swv_mr_table *t, const struct swv_mr_key *k)
+{
+	*key_slot(t, k->key) = *k;
+	t->nkeys++;
+}
+
 static void key_insert(struct swv_mr_table *t, uint32_t key, bool remote, struct swv_mr *mr)
 {
-	struct swv_mr_key *e = key_slot(t, key);
-	*e = (struct swv_mr_key){.key = key, .remote = remote, .mr = mr};
-	t->nkeys++;
+	key_put(t, &(struct swv_mr_key){.key = key, .remote = remote, .mr = mr});
 }
 
 /* Linear probing without tombstones: close the gap by moving later entries of the
@@ -135,7 +152,7 @@ static bool key_reserve(struct swv_mr_table *t)
 	t->nkeys = 0;
 	for (uint32_t i = 0; i < size; i++)
 		if (old[i].key)
-			key_insert(t, old[i].key, old[i].remote, old[i].mr);
+			key_put(t, &old[i]);
 	free(old);
 	return true;
 }
@@ -214,8 +231,6 @@ int swv_mr_check_access(unsigned access)
 {
 	unsigned optional = IBV_ACCESS_OPTIONAL_RANGE;
 
-	if (access & (SWV_ACCESS_FLUSH_GLOBAL | SWV_ACCESS_FLUSH_PERSISTENT))
-		return EOPNOTSUPP;
 	/* Bits in the optional range (e.g. RELAXED_ORDERING) may be ignored by design;
 	 * any other unknown bit is an error. */
 	if (access & ~(SWV_ACCESS_KNOWN | optional))
@@ -333,12 +348,16 @@ struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, vo
 	return mr;
 }
 
-void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
+int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 
 	/* Waits for every access in progress (they hold the read lock). */
 	pthread_rwlock_wrlock(&t->lock);
+	if (mr->nmw) {
+		pthread_rwlock_unlock(&t->lock);
+		return EINVAL;
+	}
 	if (swv_mr_lookup(t, mr->ibmr.lkey, false) == mr) {
 		key_remove(t, mr->ibmr.lkey);
 		key_remove(t, mr->ibmr.rkey);
@@ -349,6 +368,7 @@ void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 	if (mr->owner_users)
 		atomic_fetch_sub(mr->owner_users, 1);
 	free(mr);
+	return 0;
 }
 
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
@@ -389,6 +409,11 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 
 	pthread_rwlock_wrlock(&t->lock);
+	if (mr->nmw) {
+		/* windows were bound against this range, PD and rights (as dereg) */
+		pthread_rwlock_unlock(&t->lock);
+		return EINVAL;
+	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->base = addr;
 		mr->length = length;
@@ -513,70 +538,102 @@ int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct i
 	return rc;
 }
 
-/* Remote: rkey, PD, bounds and the right for this operation. */
-static struct swv_mr *remote_mr(struct swv_mr_table *t, struct swv_pd *pd, uint32_t rkey,
-				uint64_t va, uint64_t len, unsigned access)
+/* A window's rkey: the window's rights, PD and (type 2) QP, its bounds (zero-based:
+ * va is an offset into it), then the MR's bounds (a rereg may have moved the MR).
+ * Returns the host address of va, or NULL. */
+static uint8_t *window_ptr(const struct swv_mw *mw, struct swv_pd *pd, uint32_t qpn, uint64_t va,
+			   uint64_t len, unsigned access)
 {
-	struct swv_mr *mr = swv_mr_lookup(t, rkey, true);
-	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access ||
-	    (mr->access & access) != access || !in_bounds(mr, va, len))
+	if (!mw->valid || !mw->mr || !mw->length || swv_pd_prot(mw->pd) != swv_pd_prot(pd) ||
+	    !access || (mw->access & access) != access)
 		return NULL;
-	return mr;
+	if (mw->ibmw.type == IBV_MW_TYPE_2 && mw->qpn != qpn)
+		return NULL;
+	uint64_t off;
+	if (mw->access & IBV_ACCESS_ZERO_BASED) {
+		off = va;
+	} else {
+		if (va < mw->addr)
+			return NULL;
+		off = va - mw->addr;
+	}
+	if (len > mw->length || off > mw->length - len)
+		return NULL;
+	if (!in_bounds(mw->mr, mw->addr + off, len))
+		return NULL;
+	return host_addr(mw->mr, mw->addr + off);
 }
 
-int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			uint64_t len, unsigned access)
+/* Remote: rkey, PD, bounds and the right for this operation; the host address of va,
+ * or NULL. */
+static uint8_t *remote_ptr(struct swv_mr_table *t, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			   uint64_t va, uint64_t len, unsigned access)
+{
+	const struct swv_mr_key *e = rkey_entry(t, rkey);
+	if (!e)
+		return NULL;
+	if (e->mw)
+		return window_ptr(e->mw, pd, qpn, va, len, access);
+	struct swv_mr *mr = e->mr;
+	if (swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access || (mr->access & access) != access ||
+	    !in_bounds(mr, va, len))
+		return NULL;
+	return host_addr(mr, va);
+}
+
+int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned access)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 	if (len == 0)
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
-	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, access);
+	uint8_t *p = remote_ptr(t, pd, qpn, rkey, va, len, access);
 	pthread_rwlock_unlock(&t->lock);
-	return mr ? 0 : EACCES;
+	return p ? 0 : EACCES;
 }
 
-int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			const void *src, size_t len)
+int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, const void *src, size_t len)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 	if (len == 0)
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
-	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE);
-	int rc = mr ? swv_copy_to_app(host_addr(mr, va), src, len, true) : EACCES;
+	uint8_t *p = remote_ptr(t, pd, qpn, rkey, va, len, IBV_ACCESS_REMOTE_WRITE);
+	int rc = p ? swv_copy_to_app(p, src, len, true) : EACCES;
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
 }
 
-int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-		       void *dst, size_t len)
+int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		       uint64_t va, void *dst, size_t len)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 	if (len == 0)
 		return 0;
 	pthread_rwlock_rdlock(&t->lock);
-	struct swv_mr *mr = remote_mr(t, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ);
-	int rc = mr ? swv_copy_from_app(dst, host_addr(mr, va), len, true) : EACCES;
+	uint8_t *p = remote_ptr(t, pd, qpn, rkey, va, len, IBV_ACCESS_REMOTE_READ);
+	int rc = p ? swv_copy_from_app(dst, p, len, true) : EACCES;
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
 }
 
-int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig)
+int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			 uint64_t va, int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&t->lock);
-	struct swv_mr *mr = remote_mr(t, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC);
-	if (!mr) {
+	uint8_t *hp = remote_ptr(t, pd, qpn, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+	if (!hp) {
 		rc = EACCES;
 	} else if (va & 7) {
 		rc = EINVAL;
 	} else {
 		/* The host address is 8-aligned too unless base and iova disagree mod 8. */
-		uint64_t *p = (uint64_t *)host_addr(mr, va);
+		uint64_t *p = (uint64_t *)hp;
 		if ((uintptr_t)p & 7) {
 			rc = EINVAL;
 		} else {
@@ -631,9 +688,270 @@ int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, u
 	return rc;
 }
 
+/* ---- memory windows ---- */
+
+#define MW_ACCESS_OK                                                                               \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED)
+
+/* The live window whose handle this is (lock held), or NULL. The handle is a key of
+ * its own that never changes (the rkey does at each bind), entered as a local key
+ * with no MR, so it never works as an lkey. */
+static struct swv_mw *mw_by_handle(const struct swv_mr_table *t, uint32_t handle)
+{
+	if (handle == 0 || !t->ent)
+		return NULL;
+	const struct swv_mr_key *e = key_slot(t, handle);
+	return e->key == handle && !e->remote ? e->mw : NULL;
+}
+
+static void mw_unbind(struct swv_mw *mw)
+{
+	if (mw->mr)
+		mw->mr->nmw--;
+	mw->mr = NULL;
+	mw->addr = mw->length = 0;
+	mw->access = 0;
+	mw->qpn = 0;
+}
+
+struct swv_mw *swv_mw_alloc(struct swv_context *ctx, struct swv_pd *pd, enum ibv_mw_type type)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct swv_mw *mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mw->pd = pd;
+	mw->ibmw.context = &ctx->vctx.context;
+	mw->ibmw.pd = &pd->ibpd;
+	mw->ibmw.type = type;
+	/* Type 1 is valid from the start (unbound: it grants nothing); type 2 is free
+	 * until a bind WR (rxe's states). */
+	mw->valid = type == IBV_MW_TYPE_1;
+
+	pthread_rwlock_wrlock(&t->lock);
+	uint32_t k = 0, h = 0;
+	if (t->nmrs < SWV_DEV_MAX_MR && key_reserve(t) && (h = new_key(t)) != 0) {
+		key_put(t, &(struct swv_mr_key){.key = h, .remote = false, .mw = mw});
+		k = new_key(t);
+		if (!k)
+			key_remove(t, h);
+	}
+	if (!k) {
+		pthread_rwlock_unlock(&t->lock);
+		free(mw);
+		errno = ENOMEM;
+		return NULL;
+	}
+	key_put(t, &(struct swv_mr_key){.key = k, .remote = true, .mw = mw});
+	t->nmrs++;
+	t->nmws++;
+	mw->key = mw->ibmw.rkey = k;
+	mw->ibmw.handle = h;
+	atomic_fetch_add(&pd->users, 1);
+	pthread_rwlock_unlock(&t->lock);
+	return mw;
+}
+
+void swv_mw_dealloc(struct swv_context *ctx, struct swv_mw *mw)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+
+	pthread_rwlock_wrlock(&t->lock);
+	if (mw_by_handle(t, mw->ibmw.handle) == mw) {
+		key_remove(t, mw->key);
+		key_remove(t, mw->ibmw.handle);
+		t->nmrs--;
+		t->nmws--;
+	}
+	mw_unbind(mw);
+	pthread_rwlock_unlock(&t->lock);
+	atomic_fetch_sub(&mw->pd->users, 1);
+	free(mw);
+}
+
+int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
+		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	unsigned access = bi->mw_access_flags;
+	struct swv_mr *mr = NULL;
+	int rc = IBV_WC_MW_BIND_ERR;
+
+	pthread_rwlock_wrlock(&t->lock);
+	struct swv_mw *mw = mw_by_handle(t, handle);
+	if (!mw || (access & ~MW_ACCESS_OK))
+		goto out;
+	if (bi->mr) {
+		/* bi->mr is only compared: the MR may have been deregistered since the post */
+		mr = swv_mr_lookup(t, mr_lkey, false);
+		if (!mr || &mr->ibmr != bi->mr)
+			goto out; /* not a live MR of this context */
+	}
+	if (mw->ibmw.type == IBV_MW_TYPE_1) {
+		/* o10-36.2.2: a type 1 window is never zero-based */
+		if (access & IBV_ACCESS_ZERO_BASED)
+			goto out;
+		if (!mr && bi->length)
+			goto out;
+	} else {
+		/* o10-37.2.30: a bound type 2 window must be invalidated first; C10-72:
+		 * the QP's PD; o10-37.2.40: a bind is never an unbind */
+		if (mw->valid || swv_pd_prot(pd) != swv_pd_prot(mw->pd) || !mr || !bi->length)
+			goto out;
+	}
+	if (mr) {
+		/* C10-73 bind right, C10-74 writable window needs local write, C10-75 the
+		 * window inside the MR; same PD; not onto a zero-based MR (rxe) */
+		if (swv_pd_prot(mr->pd) != swv_pd_prot(mw->pd) ||
+		    !(mr->access & IBV_ACCESS_MW_BIND) || (mr->access & IBV_ACCESS_ZERO_BASED))
+			goto out;
+		if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+		    !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+			goto out;
+		if (!in_bounds(mr, bi->addr, bi->length))
+			goto out;
+	}
+	/* The key: the window's upper 24 bits, the low 8 the WR chose (ibv_inc_rkey). */
+	uint32_t nk = (mw->key & ~0xffu) | (rkey & 0xffu);
+	if (nk != mw->key) {
+		const struct swv_mr_key *e = key_slot(t, nk);
+		if (nk == 0 || e->key == nk)
+			goto out; /* another live key has it */
+		key_remove(t, mw->key);
+		key_put(t, &(struct swv_mr_key){.key = nk, .remote = true, .mw = mw});
+		mw->key = nk;
+	}
+	mw->ibmw.rkey = nk;
+	mw_unbind(mw);
+	if (mr && bi->length) {
+		mw->mr = mr;
+		mr->nmw++;
+		mw->addr = bi->addr;
+		mw->length = bi->length;
+		mw->access = access;
+	}
+	if (mw->ibmw.type == IBV_MW_TYPE_2)
+		mw->qpn = qpn;
+	mw->valid = true;
+	rc = 0;
+out:
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		      bool remote)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int rc = EINVAL;
+
+	pthread_rwlock_wrlock(&t->lock);
+	const struct swv_mr_key *e = rkey_entry(t, rkey);
+	struct swv_mw *mw = e ? e->mw : NULL;
+	/* o10-37.2.26: type 1 windows are not invalidated; 2B: only its own QP's peer */
+	if (mw && mw->ibmw.type == IBV_MW_TYPE_2 && mw->valid &&
+	    swv_pd_prot(mw->pd) == swv_pd_prot(pd) && (!remote || mw->qpn == qpn)) {
+		mw_unbind(mw);
+		mw->valid = false;
+		rc = 0;
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
 int swv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
 		  struct ibv_sge *sg_list, uint32_t num_sge)
 {
 	return swv_mr_advise(to_swv_ctx(pd->context), to_swv_pd(pd), advice, flags, sg_list,
 			     num_sge);
+}
+
+void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+
+	pthread_rwlock_wrlock(&t->lock);
+	for (uint32_t i = 0; t->nmws && t->ent && i <= t->mask; i++) {
+		struct swv_mw *mw = t->ent[i].key ? t->ent[i].mw : NULL;
+		if (mw && mw->ibmw.type == IBV_MW_TYPE_2 && mw->valid && mw->qpn == qpn) {
+			mw_unbind(mw);
+			mw->valid = false;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+}
+
+/* ---- IBTA 1.5: ATOMIC_WRITE and FLUSH ---- */
+
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	uint64_t *p = (uint64_t *)remote_ptr(t, pd, qpn, rkey, va, 8, IBV_ACCESS_REMOTE_WRITE);
+	if (!p) {
+		rc = EACCES;
+	} else if ((va & 7) || ((uintptr_t)p & 7)) {
+		rc = EINVAL;
+	} else {
+		/* A compare-and-swap loop through the fault-safe atomic: one 64-bit store
+		 * that no other atomic can interleave with. */
+		uint64_t cur = 0;
+		rc = swv_atomic_app(p, 0, 0, 0, &cur);
+		while (!rc) {
+			uint64_t seen = 0;
+			rc = swv_atomic_app(p, 1, value, cur, &seen);
+			if (rc || seen == cur)
+				break;
+			cur = seen;
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	unsigned access = ((plt & IBV_FLUSH_GLOBAL) ? IBV_ACCESS_FLUSH_GLOBAL : 0) |
+			  ((plt & IBV_FLUSH_PERSISTENT) ? IBV_ACCESS_FLUSH_PERSISTENT : 0);
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&t->lock);
+	const struct swv_mr_key *e = rkey_entry(t, rkey);
+	struct swv_mr *mr = e && !e->mw ? e->mr : NULL;
+	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access ||
+	    (mr->access & access) != access) {
+		rc = EACCES;
+	} else {
+		if (whole_mr) {
+			va = mr->iova;
+			len = mr->length;
+		}
+		if (!in_bounds(mr, va, len)) {
+			rc = EACCES;
+		} else {
+			atomic_thread_fence(memory_order_seq_cst);
+			if ((plt & IBV_FLUSH_PERSISTENT) && len) {
+				long pg = sysconf(_SC_PAGESIZE);
+				uintptr_t a = (uintptr_t)host_addr(mr, va);
+				uintptr_t start = a & ~(uintptr_t)(pg - 1);
+				if (msync((void *)start, a + len - start, MS_SYNC))
+					rc = EFAULT;
+			}
+		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
 }

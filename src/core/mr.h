@@ -36,13 +36,43 @@ struct swv_mr {
 	uint8_t *base;      /* host address of byte 0 */
 	uint64_t length;
 	_Atomic unsigned *owner_users; /* what the memory belongs to (a DM), or NULL */
+	uint32_t nmw; /* memory windows bound to it (write lock): dereg refuses while > 0 */
 };
 
-/* One key of the table: an MR is entered twice, by lkey and by rkey. key 0 = free. */
+/* A memory window (ibv_alloc_mw): an rkey of its own that grants remote access to a
+ * range of one MR with the window's rights, not the MR's. Type 1 is bound with
+ * ibv_bind_mw and stays valid until deallocated; type 2 is bound by an
+ * IBV_WR_BIND_MW work request, to the QP that posted it (2B: only that QP's peer
+ * reaches it), and invalidated by LOCAL_INV or a SEND_WITH_INV. Every field is
+ * written under the table's write lock and read under its read lock. */
+struct swv_mw {
+	struct ibv_mw ibmw;
+	struct swv_pd *pd;
+	bool valid;	       /* type 2: bound and not invalidated; type 1: always */
+	struct swv_mr *mr;     /* the MR bound to, NULL when unbound */
+	uint64_t addr, length; /* the window, in the MR's IOVA space */
+	unsigned access;       /* IBV_ACCESS_REMOTE_* | IBV_ACCESS_ZERO_BASED */
+	uint32_t qpn;	       /* type 2: the QP it is bound to */
+	uint32_t key;	       /* its rkey in the table; ibmw.rkey is the application's copy */
+};
+
+static inline struct swv_mr *to_swv_mr(struct ibv_mr *mr)
+{
+	return (struct swv_mr *)mr; /* ibmr is the first member */
+}
+
+static inline struct swv_mw *to_swv_mw(struct ibv_mw *mw)
+{
+	return (struct swv_mw *)mw; /* ibmw is the first member */
+}
+
+/* One key of the table: an MR is entered twice, by lkey and by rkey, a memory window
+ * once, by its rkey (remote, mr NULL, mw set). key 0 = free. */
 struct swv_mr_key {
 	uint32_t key;
-	bool remote; /* this is the MR's rkey */
+	bool remote; /* this is the MR's rkey (or a window's) */
 	struct swv_mr *mr;
+	struct swv_mw *mw;
 };
 
 /* The context's MR table; embedded in struct swv_context. */
@@ -52,13 +82,14 @@ struct swv_mr_table {
 				  * readers therefore never nest. */
 	struct swv_mr_key *ent;  /* open addressing, linear probing, at most half full */
 	uint32_t mask;           /* table size - 1 (a power of two), 0 before the first MR */
-	uint32_t nkeys, nmrs;
+	uint32_t nkeys, nmrs;	 /* nmrs counts memory windows too (they share max_mr) */
+	uint32_t nmws;		 /* memory windows: a QP's destroy looks for its own */
 	uint32_t pool[16];       /* random words drawn ahead (one getrandom per 16 keys) */
 	uint32_t npool;
 };
 
 /* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
- * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP flush, ENOMEM, EFAULT
+ * register: NULL + errno (EINVAL bad flags/range, ENOMEM, EFAULT
  * when the range is not mapped in full, or not writable while the access asks for
  * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails; never for
  * IBV_ACCESS_ON_DEMAND, whose pages are checked at each access). addr NULL, length
@@ -69,9 +100,11 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
  * *owner_users counts it while it lives. NULL + errno as above (access only). */
 struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,
 				  size_t length, unsigned access, _Atomic unsigned *owner_users);
-void swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
-/* 0, EINVAL (bad flags/range), EOPNOTSUPP or EFAULT (the new range, or the old one
- * under new write rights, fails the registration check); changes what 'flags' selects
+/* 0, or EINVAL while memory windows are bound to it (rxe; IBA 10.6.7.2.6). */
+int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
+/* 0, EINVAL (bad flags/range; memory windows bound to it), EOPNOTSUPP or EFAULT (the
+ * new range, or the old one under new write rights, fails the registration check);
+ * changes what 'flags' selects
  * atomically with respect to accesses; keys are kept. */
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
 		 void *addr, size_t length, unsigned access);
@@ -108,19 +141,59 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		      unsigned nsge, unsigned access);
 
-/* Remote access (responder). Returns 0, or EACCES for bad rkey / wrong PD / out of
+/* Memory windows. alloc: NULL + errno (EINVAL for a type other than 1 and 2, ENOMEM).
+ * dealloc unbinds it (its rkey refuses at once) and frees it. */
+struct swv_mw *swv_mw_alloc(struct swv_context *ctx, struct swv_pd *pd, enum ibv_mw_type type);
+void swv_mw_dealloc(struct swv_context *ctx, struct swv_mw *mw);
+/* Execute a bind (IBV_WR_BIND_MW, or ibv_bind_mw for type 1) posted on a QP of pd
+ * numbered qpn, of the window whose ibmw.handle is handle (a window deallocated since
+ * the post is not found), onto bi->mr, whose lkey at post time is mr_lkey (an MR
+ * deregistered since is not found either): the window's rkey becomes its upper 24 bits | the low 8
+ * of rkey. 0, or IBV_WC_MW_BIND_ERR when the rules of IBA 10.6.7 (as rxe checks them) refuse. */
+int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
+		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey);
+/* Invalidate the type 2 window rkey names (LOCAL_INV; remote: SEND_WITH_INV, which
+ * must come through the QP the window is bound to). 0, or EINVAL: no such window, a
+ * type 1 window, one already invalid, another PD (MR rkeys cannot be invalidated:
+ * swverbs has no fast-registration MRs). */
+int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		      bool remote);
+/* A QP is destroyed: type 2 windows bound to its number become invalid, so a later QP
+ * that reuses the number never inherits them. */
+void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn);
+
+/* The ibv_context_ops of memory windows (api/mw.c). */
+struct ibv_mw *swv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int swv_dealloc_mw(struct ibv_mw *mw);
+int swv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
+
+/* Remote access (responder). qpn is the QP the request arrived on (type 2 windows
+ * answer only the QP they are bound to). Returns 0, or EACCES for bad rkey / wrong PD / out of
  * bounds / missing right, or EFAULT when the registered memory faults (unmapped or not
  * writable since registration); the responder answers NAK remote access error to
  * both. A zero length access succeeds without looking at the key. */
-int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			uint64_t len, unsigned access);
-int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			const void *src, size_t len);
-int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-		       void *dst, size_t len);
+int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned access);
+int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, const void *src, size_t len);
+int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		       uint64_t va, void *dst, size_t len);
 /* 8-byte atomic at va (must be 8-aligned; EINVAL otherwise; EACCES/EFAULT as above). cmp_swap
  * selects compare-and-swap (swap_add = swap value) versus fetch-and-add. */
-int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig);
+int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			 uint64_t va, int cmp_swap, uint64_t swap_add, uint64_t cmp,
+			 uint64_t *orig);
+/* ATOMIC_WRITE: store the 8 bytes of value at va (8-aligned, else EINVAL) with one
+ * atomic 64-bit store; REMOTE_WRITE right; EACCES/EFAULT as above. */
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value);
+/* FLUSH of placement type plt (IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT, each needing
+ * the MR's IBV_ACCESS_FLUSH_* right) over [va, va + len), or the whole MR. Windows
+ * carry no flush right. Global: a fence (every earlier access is placed already);
+ * persistent: msync(MS_SYNC) of the pages, which makes file-backed shared memory
+ * durable and is a no-op for anonymous memory (no persistence domain beyond the
+ * process). 0, EACCES, or EFAULT when the range is not mapped any more. */
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr);
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/comp_cntr.h"
 #include "core/completion.h"
 #include "core/context.h"
+#include "core/mr.h"
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/qp.h"
@@ -205,6 +206,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
+	swv_mw_qp_gone(ctx, qp->qpn); /* its number may name another QP later */
 	/* Its send WQEs still queued are no longer outstanding (progress.h). */
 	pthread_mutex_lock(&qp->lock);
 	swv_progress_sq_add(&ctx->progress, -(int64_t)swv_wq_used(&qp->sq));

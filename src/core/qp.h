@@ -27,6 +27,7 @@
 struct swv_context;
 struct swv_endpoint;
 struct swv_pd;
+struct swv_mw;
 struct swv_cq;
 struct swv_srq;
 struct swv_wr_batch;
@@ -53,6 +54,11 @@ struct swv_send_wqe {
 	bool read_requested;   /* READ: a request went out (later ones are retries) */
 	uint32_t read_req_end; /* READ: byte offset the latest request asked up to */
 	uint64_t atomic_orig;
+	/* BIND_MW: the window's handle, the rkey asked for (in rkey) and the bind, copied
+	 * at post: the window is found again by its handle when the bind executes */
+	uint32_t mw_handle;
+	uint32_t bind_lkey; /* bind.mr's lkey: the MR is found again by it, never through bind.mr */
+	struct ibv_mw_bind_info bind;
 	union {
 		struct ibv_sge sge[0];
 		uint8_t inline_data[0];

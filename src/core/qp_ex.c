@@ -26,10 +26,12 @@ _Static_assert(offsetof(struct swv_qp, qpx) == 0, "ibv_qp_ex first");
 #define RC_OPS                                                                                     \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                           \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |        \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
 #define UC_OPS                                                                                     \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
-	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
 #define UD_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 
 #define GROW_FIRST 16 /* entries staged before the first growth */
@@ -247,41 +249,71 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t r
 	}
 }
 
-/* Not implemented by swverbs: no memory windows, no invalidation, no TSO (raw packet),
- * no atomic write or flush. create_qp_ex refuses these send ops (EOPNOTSUPP), so a QP
- * never has them; calling one fails the batch with EOPNOTSUPP, as a device without
- * the op would refuse the WR. */
+/* Type 2 windows (a type 1 window in a WR fails the batch with EINVAL, as in
+ * ibv_post_send: type 1 binds go through ibv_bind_mw). */
 static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *bind_info)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW);
+	if (!e)
+		return;
+	if (!bind_info) {
+		fail(qp_of(qpx)->wr_batch, EINVAL);
+		return;
+	}
+	e->wr.bind_mw.mw = mw;
+	e->wr.bind_mw.rkey = rkey;
+	e->wr.bind_mw.bind_info = *bind_info;
 }
 
 static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV);
+	if (e)
+		e->wr.invalidate_rkey = invalidate_rkey;
 }
 
 static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV);
+	if (e)
+		e->wr.invalidate_rkey = invalidate_rkey;
 }
 
+/* Not implemented by swverbs: no TSO (raw packet). create_qp_ex refuses that send op
+ * (EOPNOTSUPP), so a QP never has it; calling it fails the batch with EOPNOTSUPP, as a
+ * device without the op would refuse the WR. */
 static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)
 {
 	unsupported(qpx);
 }
 
+/* IBTA 1.5, staged in wr.atomic as the post path reads them (qp_post.c). */
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
 			    const void *atomic_wr)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE);
+	if (!e)
+		return;
+	if (!atomic_wr) {
+		fail(qp_of(qpx)->wr_batch, EINVAL);
+		return;
+	}
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	memcpy(&e->wr.wr.atomic.swap, atomic_wr, 8); /* copied now: the caller may reuse it */
 }
 
 static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr, size_t len,
 		     uint8_t type, uint8_t level)
 {
-	unsupported(qpx);
+	struct wr_ent *e = begin(qpx, IBV_QP_EX_WITH_FLUSH, IBV_WR_FLUSH);
+	if (!e)
+		return;
+	e->wr.wr.atomic.rkey = rkey;
+	e->wr.wr.atomic.remote_addr = remote_addr;
+	e->wr.wr.atomic.compare_add = len;
+	e->wr.wr.atomic.swap = (uint64_t)type | (uint64_t)level << 8;
 }
 
 /* ---- setters ---- */

@@ -44,5 +44,8 @@ void swv_qp_ex_fini(struct swv_qp *qp);
  * before any is queued. Returns 0 or the errno ibv_post_send would return for the
  * first bad WR (*bad = that WR); nothing is posted then. */
 int swv_post_send_batch(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* ibv_bind_mw: post the one IBV_WR_BIND_MW of a type 1 window (refused from any
+ * other caller). 0 or the errno of ibv_post_send. */
+int swv_post_bind_type1(struct ibv_qp *qp, struct ibv_send_wr *wr);
 
 #endif

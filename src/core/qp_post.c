@@ -31,7 +31,13 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	/* local operations on a connected QP (rxe: RC and UC) */
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
 		return type == IBV_QPT_RC || type == IBV_QPT_UC;
+	case IBV_WR_SEND_WITH_INV: /* the wire has RC SEND_*_WITH_INVALIDATE only */
+	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -41,13 +47,62 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	}
 }
 
-/* The checks rxe (provider and kernel) makes at post time; all are EINVAL. */
-static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64_t *len_out)
+static bool is_local_op(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+/* ATOMIC_WRITE and FLUSH come only from the ibv_wr_* builder (qp_ex.c), as in
+ * rdma-core, where ibv_send_wr has no fields for their value or placement; the builder
+ * stages them in wr.atomic: remote_addr, rkey, and for ATOMIC_WRITE the 8 bytes in
+ * swap, for FLUSH the length in compare_add and type | level << 8 in swap. */
+static int check_ibta15_wr(const struct ibv_send_wr *wr, bool builder, uint64_t *len_out)
+{
+	if (!builder)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE)
+		return EINVAL;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		if (wr->wr.atomic.remote_addr & 7)
+			return EINVAL; /* as the other atomics */
+		*len_out = 8;
+		return 0;
+	}
+	uint64_t type = wr->wr.atomic.swap & 0xff, level = wr->wr.atomic.swap >> 8;
+	if (!type || (type & ~(uint64_t)(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    level > IBV_FLUSH_MR || wr->wr.atomic.compare_add > UINT32_MAX)
+		return EINVAL;
+	*len_out = 0; /* moves no data */
+	return 0;
+}
+
+/* The checks rxe (provider and kernel) makes at post time; all are EINVAL. A type 1
+ * window is bound only through ibv_bind_mw (type1_bind), never by a WR of the
+ * application (IBA: type 1 binds are a verb, type 2 binds a work request). */
+static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64_t *len_out,
+			 bool type1_bind, bool builder)
 {
 	if (!opcode_ok(qp->type, wr->opcode))
 		return EINVAL;
 	if (wr->send_flags & ~(unsigned)KNOWN_SEND_FLAGS)
 		return EINVAL;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH)
+		return check_ibta15_wr(wr, builder, len_out);
+	if (is_local_op(wr->opcode)) {
+		if (wr->opcode == IBV_WR_BIND_MW) {
+			const struct ibv_mw *mw = wr->bind_mw.mw;
+			const struct ibv_mr *mr = wr->bind_mw.bind_info.mr;
+			if (!mw || mw->context != qp->qpx.qp_base.context ||
+			    (mw->type == IBV_MW_TYPE_1) != type1_bind)
+				return EINVAL;
+			if (mr && mr->context != qp->qpx.qp_base.context)
+				return EINVAL;
+		}
+		if (wr->send_flags & IBV_SEND_INLINE)
+			return EINVAL; /* no data to carry */
+		*len_out = 0;	       /* the gather list, if any, is not used */
+		return 0;
+	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
 	if (wr->num_sge > 0 && !wr->sg_list)
@@ -98,8 +153,34 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 		w->compare_add = wr->wr.atomic.compare_add;
 		w->swap = wr->wr.atomic.swap;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_BIND_MW:
+		w->mw_handle = wr->bind_mw.mw->handle;
+		w->bind_lkey = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->lkey : 0;
+		w->rkey = wr->bind_mw.rkey;
+		w->bind = wr->bind_mw.bind_info;
+		break;
 	default:
 		break;
+	}
+	if (is_local_op(wr->opcode)) {
+		/* nothing to gather: the WQE is the operation */
+		w->length = 0;
+		w->num_sge = 0;
+		w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+		w->first_psn = w->last_psn = w->npkts = 0;
+		w->state = SWV_WQE_POSTED;
+		w->status = IBV_WC_SUCCESS;
+		w->atomic_orig = 0;
+		w->read_requested = false;
+		w->read_req_end = 0;
+		return;
 	}
 	w->length = len;
 	w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
@@ -156,7 +237,7 @@ static int check_batch(struct swv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 	uint32_t room = qp->sq.max_wr - sq_used(qp);
 	for (uint32_t n = 0; wr; wr = wr->next, n++) {
 		uint64_t len;
-		int err = check_send_wr(qp, wr, &len);
+		int err = check_send_wr(qp, wr, &len, false, true);
 		if (!err && n >= room)
 			err = ENOMEM;
 		if (!err && qp->type == IBV_QPT_UD) {
@@ -173,20 +254,26 @@ static int check_batch(struct swv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 }
 
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
-		     bool all_or_nothing);
+		     bool all_or_nothing, bool type1_bind);
 
 int swv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	return post_send(ibqp, wr, bad, false);
+	return post_send(ibqp, wr, bad, false, false);
 }
 
 int swv_post_send_batch(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	return post_send(ibqp, wr, bad, true);
+	return post_send(ibqp, wr, bad, true, false);
+}
+
+int swv_post_bind_type1(struct ibv_qp *ibqp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	return post_send(ibqp, wr, &bad, false, true);
 }
 
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
-		     bool all_or_nothing)
+		     bool all_or_nothing, bool type1_bind)
 {
 	/* As rxe's provider: no bad_wr pointer or an empty list is EINVAL, and nothing
 	 * is posted (there is nowhere to report which WR failed). */
@@ -217,7 +304,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 	for (; wr; wr = wr->next) {
 		uint64_t len;
-		err = check_send_wr(qp, wr, &len);
+		err = check_send_wr(qp, wr, &len, type1_bind, all_or_nothing);
 		if (!err && sq_used(qp) >= qp->sq.max_wr)
 			err = ENOMEM;
 		if (err) {
@@ -266,7 +353,7 @@ int swv_qp_post_triggered(struct swv_qp *qp, struct ibv_send_wr *wr, struct swv_
 	for (; wr; wr = wr->next) {
 		uint64_t len;
 		struct swv_trig *t = NULL;
-		err = check_send_wr(qp, wr, &len);
+		err = check_send_wr(qp, wr, &len, false, false);
 		if (!err && sq_used(qp) >= qp->sq.max_wr)
 			err = ENOMEM;
 		if (!err && !(t = swv_trig_alloc(qp->sq.stride)))

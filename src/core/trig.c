@@ -119,50 +119,17 @@ static void trig_unref(struct swv_trig *t)
 		t->dst->trig_refs--;
 }
 
-static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
-static enum swv_cntr_slot slot_of(enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return SWV_CNTR_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return SWV_CNTR_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return SWV_CNTR_ATOMIC;
-	default:
-		return SWV_CNTR_SEND;
-	}
-}
-
 /* qp->lock held: a held WR completes with IBV_WC_WR_FLUSH_ERR (errors always give a
  * CQE), counted as an error by the QP's counter for its kind. */
 static void complete_flushed(struct swv_qp *qp, struct swv_trig *t)
 {
 	const struct swv_send_wqe *w = (const struct swv_send_wqe *)t->wqe;
 	struct swv_completion c = {
-	    .slot = slot_of(w->opcode),
+	    .slot = swv_req_cntr_slot(w->opcode),
 	    .cq = qp->scq,
 	    .wc = {.wr_id = w->wr_id,
 		   .status = IBV_WC_WR_FLUSH_ERR,
-		   .opcode = wc_opcode_of(w->opcode),
+		   .opcode = swv_req_wc_opcode(w->opcode),
 		   .qp_num = qp->qpn},
 	};
 	if (swv_complete(qp, &c))

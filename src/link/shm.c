@@ -112,8 +112,17 @@ static inline bool port_inert(const struct swv_shm_port *sp)
 }
 
 /* A ring full for longer than this belongs to a receiver that stopped (SIGSTOP, a
- * debugger): what is sent to it is then dropped, as a full socket buffer drops it. */
+ * debugger): a datagram (UD) sent to it is then dropped, as a full socket buffer drops
+ * it, instead of holding the sender's queue. Connected traffic keeps waiting: RC
+ * retransmits anyway, and a UC sender's credit says the receiver has room for it. */
 #define FULL_DROP_NS 10000000ull
+
+/* Whether the packet in iov is of the unreliable datagram service (the transport bits
+ * of its BTH opcode: 011, docs/wire.md). */
+static inline bool datagram_service(const struct iovec *iov)
+{
+	return iov[0].iov_len && (((const uint8_t *)iov[0].iov_base)[0] >> 5) == 3;
+}
 
 static inline uint64_t round8(uint64_t v)
 {
@@ -613,7 +622,7 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 			atomic_store(&p->stale, true);
 			return 0;
 		}
-		if (stuck) {
+		if (stuck && datagram_service(iov)) {
 			ring_if_sleeping(sp, p);
 			return 0;
 		}

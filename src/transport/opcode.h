@@ -35,6 +35,10 @@ enum swv_opcode {
 	SWV_OP_FETCH_ADD = 0x14,
 	SWV_OP_SEND_LAST_INV = 0x16,
 	SWV_OP_SEND_ONLY_INV = 0x17,
+	/* IBTA 1.5 (as Linux rxe): FLUSH carries FETH then RETH; ATOMIC_WRITE a RETH and
+	 * the 8 bytes to write; both are answered by an ACK. */
+	SWV_OP_FLUSH = 0x1c,
+	SWV_OP_ATOMIC_WRITE = 0x1d,
 
 	/* Manufacturer-specific range (prefix 0xe0): swverbs' UC flow control
 	 * (transport/flowctl.h, docs/wire.md). */
@@ -52,6 +56,13 @@ enum swv_opcode {
 #define SWV_DETH_LEN   8
 #define SWV_IMM_LEN    4
 #define SWV_IETH_LEN   4
+#define SWV_FETH_LEN   4
+
+/* FETH: placement type (IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT) in bits 3:0,
+ * selectivity (IBV_FLUSH_RANGE / IBV_FLUSH_MR) in bits 5:4. */
+#define SWV_FETH_PLT_MASK  0x0fu
+#define SWV_FETH_SEL_SHIFT 4
+#define SWV_FETH_SEL_MASK  0x30u
 
 /* Header presence bits and opcode properties. */
 enum swv_opflag {
@@ -62,9 +73,10 @@ enum swv_opflag {
 	SWV_HDR_DETH = 1u << 4,
 	SWV_HDR_IMM = 1u << 5,
 	SWV_HDR_IETH = 1u << 6,
+	SWV_HDR_FETH = 1u << 7,
 
-	SWV_OPF_PAYLOAD = 1u << 8,  /* may carry payload */
-	SWV_OPF_REQUEST = 1u << 9,  /* handled by the responder */
+	SWV_OPF_PAYLOAD = 1u << 8,   /* may carry payload */
+	SWV_OPF_REQUEST = 1u << 9,   /* handled by the responder */
 	SWV_OPF_RESPONSE = 1u << 10, /* handled by the completer */
 	/* Position in a message. Single-packet opcodes (ONLY, READ request, atomics, ACKs)
 	 * carry both FIRST and LAST; test (flags & SWV_OPF_ONLY) == SWV_OPF_ONLY. */
@@ -78,8 +90,10 @@ enum swv_opflag {
 	SWV_OPF_WRITE = 1u << 15,
 	SWV_OPF_READ = 1u << 16,
 	SWV_OPF_ATOMIC = 1u << 17,
-	SWV_OPF_ACK = 1u << 18, /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
+	SWV_OPF_ACK = 1u << 18,	    /* ACKNOWLEDGE (ACK/NAK/RNR NAK) and ATOMIC_ACKNOWLEDGE */
 	SWV_OPF_FLOWCTL = 1u << 19, /* swverbs UC flow control: neither request nor response */
+	SWV_OPF_FLUSH = 1u << 20,
+	SWV_OPF_ATOMIC_WRITE = 1u << 21,
 };
 
 struct swv_opcode_info {
@@ -96,7 +110,7 @@ static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 }
 
 /* True when swverbs implements opcode op (RC, UC, UD and its flow-control opcode; not
- * RD/CNP/FLUSH/...). */
+ * RD/CNP/...). */
 static inline int swv_opcode_supported(uint8_t op)
 {
 	return swv_opcode_table[op].name != 0;

@@ -122,14 +122,18 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	hdr[8] = p->ackreq ? 0x80 : 0;
 	put_be24(hdr + 9, p->psn);
 
-	/* Extension headers in wire order: DETH, RETH, AETH, AtomicAckETH, AtomicETH,
-	 * ImmDt, IETH (no opcode carries two that would conflict). */
+	/* Extension headers in wire order: DETH, FETH, RETH, AETH, AtomicAckETH,
+	 * AtomicETH, ImmDt, IETH (no opcode carries two that would conflict). */
 	uint8_t *q = hdr + SWV_BTH_LEN;
 	if (f & SWV_HDR_DETH) {
 		put_be32(q, p->deth_qkey);
 		q[4] = p->deth_rsvd;
 		put_be24(q + 5, p->deth_sqpn);
 		q += SWV_DETH_LEN;
+	}
+	if (f & SWV_HDR_FETH) {
+		put_be32(q, p->feth);
+		q += SWV_FETH_LEN;
 	}
 	if (f & SWV_HDR_RETH) {
 		put_be64(q, p->reth_va);
@@ -317,6 +321,10 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 		p.deth_rsvd = q[4];
 		p.deth_sqpn = get_be24(q + 5);
 		q += SWV_DETH_LEN;
+	}
+	if (p.flags & SWV_HDR_FETH) {
+		p.feth = get_be32(q);
+		q += SWV_FETH_LEN;
 	}
 	if (p.flags & SWV_HDR_RETH) {
 		p.reth_va = get_be64(q);

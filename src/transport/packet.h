@@ -61,6 +61,7 @@ struct swv_pkt {
 	uint8_t deth_rsvd; /* DETH byte 4: reserved in IB; swverbs uses it, see SWV_DETH_* */
 	uint32_t imm;  /* network order */
 	uint32_t ieth_rkey;
+	uint32_t feth; /* placement type | selectivity << SWV_FETH_SEL_SHIFT */
 
 	const uint8_t *payload;
 	uint32_t paylen; /* excludes pad */

@@ -34,6 +34,28 @@ static bool is_atomic(uint32_t op)
 	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/* BIND_MW and LOCAL_INV send nothing: they execute when the requester reaches them in
+ * the send queue (so what was posted after them goes out after they took effect) and
+ * complete in queue order, right away when nothing before them is outstanding, else
+ * when the WQE before them completes (swv_req_complete_head). */
+static bool is_local(uint32_t op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+static void fail_head(struct swv_qp *qp, int status);
+
+/* Execute a local operation: 0, or the status it completes with (rxe's). */
+static int exec_local(struct swv_qp *qp, struct swv_send_wqe *w)
+{
+	if (w->opcode == IBV_WR_BIND_MW)
+		return swv_mw_bind(qp->ctx, qp->pd, qp->qpn, w->mw_handle, w->rkey, &w->bind,
+				   w->bind_lkey);
+	return swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, w->imm_data, false)
+		   ? IBV_WC_LOC_QP_OP_ERR
+		   : 0;
+}
+
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu)
 {
 	if (is_atomic(opcode))
@@ -119,7 +141,7 @@ void swv_req_update_timer(struct swv_qp *qp)
 	swv_qp_set_timer(qp, d);
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t op)
+enum ibv_wc_opcode swv_req_wc_opcode(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -131,16 +153,28 @@ static enum ibv_wc_opcode wc_opcode(uint32_t op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_FLUSH:
+		return IBV_WC_FLUSH;
 	default:
 		return IBV_WC_SEND;
 	}
 }
 
-static enum swv_cntr_slot cntr_slot(uint32_t op)
+enum swv_cntr_slot swv_req_cntr_slot(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	/* an 8-byte WRITE done atomically, and the FLUSH that completes WRITEs
+	 * (docs/counters.md) */
+	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
 		return SWV_CNTR_RDMA_WRITE;
 	case IBV_WR_RDMA_READ:
 		return SWV_CNTR_RDMA_READ;
@@ -148,11 +182,13 @@ static enum swv_cntr_slot cntr_slot(uint32_t op)
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return SWV_CNTR_ATOMIC;
 	default:
+		/* SEND, SEND_WITH_IMM, SEND_WITH_INV, and the local BIND_MW and LOCAL_INV:
+		 * every send-queue WR that is not a WRITE/READ/atomic (docs/counters.md) */
 		return SWV_CNTR_SEND;
 	}
 }
 
-int swv_req_complete_head(struct swv_qp *qp, int status)
+static int complete_one(struct swv_qp *qp, int status)
 {
 	struct swv_req_state *r = &qp->req;
 	uint32_t idx = qp->sq.head;
@@ -161,15 +197,15 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
 	uint32_t bytes = is_atomic(w->opcode) ? 8 : w->length;
 
 	struct swv_completion c = {
-		.slot = cntr_slot(w->opcode),
-		/* Errors always produce a CQE, even for unsignaled WRs. */
-		.cq = (!ok || w->signaled) ? qp->scq : NULL,
-		.wc = {.wr_id = w->wr_id,
-		       .status = (enum ibv_wc_status)status,
-		       .opcode = wc_opcode(w->opcode),
-		       .byte_len = ok ? bytes : 0,
-		       .qp_num = qp->qpn},
-		.bytes = bytes,
+	    .slot = swv_req_cntr_slot(w->opcode),
+	    /* Errors always produce a CQE, even for unsignaled WRs. */
+	    .cq = (!ok || w->signaled) ? qp->scq : NULL,
+	    .wc = {.wr_id = w->wr_id,
+		   .status = (enum ibv_wc_status)status,
+		   .opcode = swv_req_wc_opcode(w->opcode),
+		   .byte_len = ok ? bytes : 0,
+		   .qp_num = qp->qpn},
+	    .bytes = bytes,
 	};
 
 	/* Keep the cursor bookkeeping consistent with the WQE leaving the queue. */
@@ -186,6 +222,51 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
 	swv_progress_sq_add(&qp->ctx->progress, -1);
 	r->read_off = 0;
 	return swv_complete(qp, &c);
+}
+
+int swv_req_complete_head(struct swv_qp *qp, int status)
+{
+	int rc = complete_one(qp, status);
+	/* Local operations executed behind this WQE complete now, in order. */
+	while (!rc && status == IBV_WC_SUCCESS && qp->sq.head != qp->sq.tail) {
+		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
+		if (w->state != SWV_WQE_LOCAL_DONE)
+			break;
+		rc = complete_one(qp, IBV_WC_SUCCESS);
+	}
+	return rc;
+}
+
+/* The cursor reached local operation w (r->cur): execute it once and step past it.
+ * False when the QP stops here (it failed, or completing it overflowed the CQ). */
+static bool run_local(struct swv_qp *qp, struct swv_send_wqe *w)
+{
+	struct swv_req_state *r = &qp->req;
+
+	if (w->state == SWV_WQE_POSTED) {
+		int st = exec_local(qp, w);
+		/* No PSN of its own: it sits at the PSN before the next one, so an ACK of
+		 * what precedes it covers it too. */
+		w->npkts = 0;
+		w->first_psn = w->last_psn = swv_psn_add(r->next_psn, SWV_PSN_MASK);
+		if (r->started == r->cur)
+			r->started = r->cur + 1;
+		if (st) {
+			w->state = SWV_WQE_ERROR;
+			w->status = (uint32_t)st;
+			if (qp->sq.head == r->cur)
+				fail_head(qp, st);
+			return false;
+		}
+		w->state = SWV_WQE_LOCAL_DONE;
+	}
+	r->cur++;
+	r->cur_pkt = 0;
+	if (qp->sq.head == r->cur - 1 && swv_req_complete_head(qp, IBV_WC_SUCCESS)) {
+		swv_qp_cq_overflow(qp, qp->scq);
+		return false;
+	}
+	return true;
 }
 
 /* PSN of the next packet the cursor would send for w. */
@@ -207,18 +288,25 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 {
 	bool first = k == 0, last = k + 1 == w->npkts;
 	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
+	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
+	bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || inv;
 	uint64_t off = (uint64_t)k * qp->mtu;
 	p->paylen = (uint32_t)SWV_MIN((uint64_t)qp->mtu, w->length - off);
 	if (send) {
 		if (first && last)
-			p->opcode = imm ? SWV_OP_SEND_ONLY_IMM : SWV_OP_SEND_ONLY;
+			p->opcode = imm	  ? SWV_OP_SEND_ONLY_IMM
+				    : inv ? SWV_OP_SEND_ONLY_INV
+					  : SWV_OP_SEND_ONLY;
 		else if (first)
 			p->opcode = SWV_OP_SEND_FIRST;
 		else if (last)
-			p->opcode = imm ? SWV_OP_SEND_LAST_IMM : SWV_OP_SEND_LAST;
+			p->opcode = imm	  ? SWV_OP_SEND_LAST_IMM
+				    : inv ? SWV_OP_SEND_LAST_INV
+					  : SWV_OP_SEND_LAST;
 		else
 			p->opcode = SWV_OP_SEND_MIDDLE;
+		if (last && inv)
+			p->ieth_rkey = w->imm_data; /* ibv_send_wr.invalidate_rkey, host order */
 	} else {
 		if (first && last)
 			p->opcode = imm ? SWV_OP_WRITE_ONLY_IMM : SWV_OP_WRITE_ONLY;
@@ -313,6 +401,26 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		} else {
 			p.atm_swap_add = w->compare_add;
 		}
+		p.ackreq = true;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* RETH and the 8 bytes (copied into the WQE at post, in swap) */
+		p.opcode = SWV_OP_ATOMIC_WRITE;
+		p.reth_va = w->remote_addr;
+		p.reth_rkey = w->rkey;
+		p.reth_len = 8;
+		payload = &w->swap;
+		paylen = 8;
+		p.ackreq = true;
+		break;
+	case IBV_WR_FLUSH:
+		/* FETH from swap (type | level << 8), the range's length in compare_add */
+		p.opcode = SWV_OP_FLUSH;
+		p.feth = (uint32_t)(w->swap & SWV_FETH_PLT_MASK) |
+			 (uint32_t)(((w->swap >> 8) << SWV_FETH_SEL_SHIFT) & SWV_FETH_SEL_MASK);
+		p.reth_va = w->remote_addr;
+		p.reth_rkey = w->rkey;
+		p.reth_len = (uint32_t)w->compare_add;
 		p.ackreq = true;
 		break;
 	default: {
@@ -458,6 +566,13 @@ static void run_unreliable(struct swv_qp *qp)
 	while (qp->sq.head != qp->sq.tail && qp->state != IBV_QPS_ERR) {
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
 		r->cur = qp->sq.head;
+		if (is_local(w->opcode)) {
+			if (w->state == SWV_WQE_POSTED && qp->state == IBV_QPS_SQD)
+				break;
+			if (!run_local(qp, w))
+				return;
+			continue;
+		}
 		if (w->state == SWV_WQE_POSTED) {
 			if (qp->state == IBV_QPS_SQD)
 				break; /* SQD: finish what is in flight, start nothing new */
@@ -630,6 +745,11 @@ void swv_req_run(struct swv_qp *qp)
 				break;
 			if (is_rd_atomic(w->opcode) && r->rd_atomic_outstanding >= max_rd)
 				break;
+		}
+		if (is_local(w->opcode)) {
+			if (!run_local(qp, w))
+				return;
+			continue;
 		}
 		uint32_t psn = cursor_psn(qp, w);
 		if (swv_psn_cmp(psn, swv_psn_add(r->una_psn, r->cwnd)) >= 0)

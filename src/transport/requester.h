@@ -21,6 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <infiniband/verbs.h>
+
+#include "core/completion.h"
 #include "transport/flowctl.h"
 
 struct swv_qp;
@@ -29,8 +32,10 @@ struct swv_pkt;
 enum swv_wqe_state {
 	SWV_WQE_POSTED = 0, /* no PSN yet */
 	SWV_WQE_STARTED,    /* PSNs assigned, some or all packets sent */
-	SWV_WQE_ERROR,      /* failed locally while building a packet: completes with
+	SWV_WQE_ERROR,	    /* failed locally while building a packet: completes with
 			     * wqe->status once every earlier WQE completed */
+	SWV_WQE_LOCAL_DONE, /* a local operation (BIND_MW, LOCAL_INV) executed: completes
+			     * once every earlier WQE completed */
 };
 
 /* PSNs in flight. rxe allows 128; over UDP a deeper pipe rides out the moments the
@@ -112,6 +117,12 @@ struct swv_req_state {
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
 	uint64_t n_sel_resends, n_sr_fallbacks;
 };
+
+/* What a send WR of opcode op (enum ibv_wr_opcode) completes as, and which counter
+ * slot counts it (docs/counters.md): the one mapping for every path that completes or
+ * flushes send WRs (the requester, held triggered WRs). */
+enum ibv_wc_opcode swv_req_wc_opcode(uint32_t op);
+enum swv_cntr_slot swv_req_cntr_slot(uint32_t op);
 
 /* Transmit what the window allows. */
 void swv_req_run(struct swv_qp *qp);

@@ -31,29 +31,32 @@
 uint32_t swv_resp_classify(enum ibv_qp_type type, uint8_t opcode)
 {
 	static const uint32_t cls[32] = {
-		[SWV_OP_SEND_FIRST] = SWV_RQ_SEND | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
-		[SWV_OP_SEND_MIDDLE] = SWV_RQ_SEND | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
-		[SWV_OP_SEND_LAST] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
-		[SWV_OP_SEND_LAST_IMM] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM,
-		[SWV_OP_SEND_ONLY] = SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
-		[SWV_OP_SEND_ONLY_IMM] =
-			SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_IMM,
-		[SWV_OP_WRITE_FIRST] = SWV_RQ_WRITE | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
-		[SWV_OP_WRITE_MIDDLE] = SWV_RQ_WRITE | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
-		[SWV_OP_WRITE_LAST] = SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
-		/* WRITE_WITH_IMM consumes a receive WQE, at its last packet (the only one
-		 * that says "with immediate") */
-		[SWV_OP_WRITE_LAST_IMM] =
-			SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM | SWV_RQ_RWQE,
-		[SWV_OP_WRITE_ONLY] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
-		[SWV_OP_WRITE_ONLY_IMM] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD |
-					  SWV_RQ_RETH | SWV_RQ_IMM | SWV_RQ_RWQE,
-		[SWV_OP_READ_REQUEST] = SWV_RQ_READ | SWV_RQ_ONLY | SWV_RQ_RETH,
-		[SWV_OP_CMP_SWAP] = SWV_RQ_ATOMIC | SWV_RQ_ONLY | SWV_RQ_CMPSWAP,
-		[SWV_OP_FETCH_ADD] = SWV_RQ_ATOMIC | SWV_RQ_ONLY,
-		[SWV_OP_SEND_LAST_INV] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_INV,
-		[SWV_OP_SEND_ONLY_INV] =
-			SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_INV,
+	    [SWV_OP_SEND_FIRST] = SWV_RQ_SEND | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
+	    [SWV_OP_SEND_MIDDLE] = SWV_RQ_SEND | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
+	    [SWV_OP_SEND_LAST] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
+	    [SWV_OP_SEND_LAST_IMM] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM,
+	    [SWV_OP_SEND_ONLY] = SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
+	    [SWV_OP_SEND_ONLY_IMM] =
+		SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_IMM,
+	    [SWV_OP_WRITE_FIRST] = SWV_RQ_WRITE | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
+	    [SWV_OP_WRITE_MIDDLE] = SWV_RQ_WRITE | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
+	    [SWV_OP_WRITE_LAST] = SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
+	    /* WRITE_WITH_IMM consumes a receive WQE, at its last packet (the only one
+	     * that says "with immediate") */
+	    [SWV_OP_WRITE_LAST_IMM] =
+		SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM | SWV_RQ_RWQE,
+	    [SWV_OP_WRITE_ONLY] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
+	    [SWV_OP_WRITE_ONLY_IMM] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH |
+				      SWV_RQ_IMM | SWV_RQ_RWQE,
+	    [SWV_OP_READ_REQUEST] = SWV_RQ_READ | SWV_RQ_ONLY | SWV_RQ_RETH,
+	    [SWV_OP_CMP_SWAP] = SWV_RQ_ATOMIC | SWV_RQ_ONLY | SWV_RQ_CMPSWAP,
+	    [SWV_OP_FETCH_ADD] = SWV_RQ_ATOMIC | SWV_RQ_ONLY,
+	    [SWV_OP_SEND_LAST_INV] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_INV,
+	    [SWV_OP_SEND_ONLY_INV] =
+		SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_INV,
+	    [SWV_OP_FLUSH] = SWV_RQ_WRITE | SWV_RQ_FLUSH | SWV_RQ_ONLY | SWV_RQ_RETH,
+	    [SWV_OP_ATOMIC_WRITE] =
+		SWV_RQ_WRITE | SWV_RQ_AWRITE | SWV_RQ_ONLY | SWV_RQ_RETH | SWV_RQ_PAYLOAD,
 	};
 	uint8_t tp = opcode & 0xe0, op = opcode & 0x1f;
 	uint32_t c = cls[op];
@@ -393,13 +396,16 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 		return SWV_RESP_OK;
 	}
 	s->cur = 0;
-	if (cls & SWV_RQ_INV) {
-		/* swverbs has no memory windows or fast-registration MRs, so no R_Key
-		 * can be invalidated: the data is placed, the receive completes with
-		 * REM_INV_REQ_ERR and the QP goes to ERR without a NAK (5.2). */
+	/* Remote invalidation: only a type 2 window bound to this QP can be; anything
+	 * else leaves the data placed, completes the receive with REM_INV_REQ_ERR and
+	 * moves the QP to ERR without a NAK (5.2, rxe's class J). */
+	if ((cls & SWV_RQ_INV) && swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, pkt->ieth_rkey, true))
 		return SWV_RESP_ERR_INV_RKEY;
-	}
 	rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
+	if (cls & SWV_RQ_INV) {
+		c.wc.invalidated_rkey = pkt->ieth_rkey;
+		c.wc.wc_flags |= IBV_WC_WITH_INV;
+	}
 	c.solicited = pkt->se;
 	c.wc.byte_len = (uint32_t)s->msg_off;
 	c.bytes = s->msg_off;
@@ -449,13 +455,13 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	}
 	/* the whole target range is validated once, before the first byte lands */
 	if ((cls & SWV_RQ_FIRST) && s->write_len &&
-	    swv_mr_remote_check(qp->ctx, qp->pd, s->write_rkey, s->write_va, s->write_len,
+	    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, s->write_rkey, s->write_va, s->write_len,
 				IBV_ACCESS_REMOTE_WRITE))
 		return SWV_RESP_ERR_ACCESS;
 	/* remote_write re-checks under the MR lock: a deregistration since FIRST
 	 * refuses the packet rather than touching freed memory */
 	if (pkt->paylen) {
-		int rc = swv_mr_remote_write(qp->ctx, qp->pd, s->write_rkey,
+		int rc = swv_mr_remote_write(qp->ctx, qp->pd, qp->qpn, s->write_rkey,
 					     s->write_va + s->msg_off, pkt->payload, pkt->paylen);
 		if (rc)
 			return swv_resp_refused(qp, rc);
@@ -485,6 +491,56 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	return SWV_RESP_OK;
 }
 
+/* ATOMIC_WRITE (IBTA 1.5, as rxe): exactly 8 bytes, 8-aligned, with REMOTE_WRITE; the
+ * store is atomic with respect to other atomics. Answered by the ACK of a WRITE. */
+static enum swv_resp_err resp_atomic_write(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	uint64_t v;
+
+	if (pkt->reth_len != 8 || pkt->paylen != 8)
+		return SWV_RESP_ERR_INV_REQ;
+	if (pkt->reth_va & 7)
+		return SWV_RESP_ERR_INV_REQ; /* misaligned, as atomics */
+	memcpy(&v, pkt->payload, 8);	     /* the requester's 8 bytes, stored as they are */
+	int rc =
+	    swv_mr_remote_atomic_write(qp->ctx, qp->pd, qp->qpn, pkt->reth_rkey, pkt->reth_va, v);
+	if (rc == EINVAL)
+		return SWV_RESP_ERR_INV_REQ;
+	if (rc)
+		return swv_resp_refused(qp, rc);
+	qp->resp.msn++;
+	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, 8);
+	return SWV_RESP_OK;
+}
+
+/* FLUSH: everything before it in PSN order is placed already (the responder executes
+ * in order), so global visibility is a fence and persistence an msync of the range
+ * (core/mr.h). Placement type and selectivity from FETH; rights from the MR. */
+static enum swv_resp_err resp_flush(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	unsigned plt = pkt->feth & SWV_FETH_PLT_MASK;
+	unsigned sel = (pkt->feth & SWV_FETH_SEL_MASK) >> SWV_FETH_SEL_SHIFT;
+
+	if (!plt || (plt & ~(unsigned)(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    sel > IBV_FLUSH_MR)
+		return SWV_RESP_ERR_INV_REQ;
+	int rc = swv_mr_remote_flush(qp->ctx, qp->pd, qp->qpn, pkt->reth_rkey, pkt->reth_va,
+				     pkt->reth_len, plt, sel == IBV_FLUSH_MR);
+	if (rc)
+		return swv_resp_refused(qp, rc);
+	qp->resp.msn++;
+	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, 0);
+	return SWV_RESP_OK;
+}
+
+/* The QP right a FLUSH of placement type plt needs (rxe: the QP's access flags). */
+static bool flush_allowed(unsigned acc, uint32_t feth)
+{
+	unsigned plt = feth & SWV_FETH_PLT_MASK;
+	return !((plt & IBV_FLUSH_GLOBAL) && !(acc & IBV_ACCESS_FLUSH_GLOBAL)) &&
+	       !((plt & IBV_FLUSH_PERSISTENT) && !(acc & IBV_ACCESS_FLUSH_PERSISTENT));
+}
+
 /* Checks and execution shared by RC and UC (rc selects RC's strictness). */
 static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 				      bool rc)
@@ -510,10 +566,16 @@ static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *p
 		return rc ? SWV_RESP_ERR_INV_REQ : SWV_RESP_DROP;
 	}
 
-	if (((cls & SWV_RQ_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE)) ||
-	    ((cls & SWV_RQ_READ) && !(acc & IBV_ACCESS_REMOTE_READ)) ||
-	    ((cls & SWV_RQ_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC)))
+	if ((cls & SWV_RQ_FLUSH) ? !flush_allowed(acc, pkt->feth)
+				 : ((cls & SWV_RQ_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE)) ||
+				       ((cls & SWV_RQ_READ) && !(acc & IBV_ACCESS_REMOTE_READ)) ||
+				       ((cls & SWV_RQ_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC)))
 		return SWV_RESP_ERR_INV_REQ;
+
+	if (cls & SWV_RQ_AWRITE)
+		return resp_atomic_write(qp, pkt);
+	if (cls & SWV_RQ_FLUSH)
+		return resp_flush(qp, pkt);
 
 	if (cls & SWV_RQ_READ)
 		return swv_resp_read(qp, pkt);

@@ -30,10 +30,14 @@ enum swv_rq_class {
 	SWV_RQ_IMM = 1u << 7,
 	SWV_RQ_INV = 1u << 8,
 	SWV_RQ_RETH = 1u << 9,
-	SWV_RQ_PAYLOAD = 1u << 10,  /* may carry payload */
-	SWV_RQ_RWQE = 1u << 11,     /* takes a receive WQE at this packet */
+	SWV_RQ_PAYLOAD = 1u << 10, /* may carry payload */
+	SWV_RQ_RWQE = 1u << 11,	   /* takes a receive WQE at this packet */
 	SWV_RQ_DETH = 1u << 12,
 	SWV_RQ_CMPSWAP = 1u << 13,
+	/* ATOMIC_WRITE and FLUSH also carry SWV_RQ_WRITE: acknowledged, replayed (never
+	 * re-executed), kept past a gap and counted as RDMA WRITEs are */
+	SWV_RQ_AWRITE = 1u << 14,
+	SWV_RQ_FLUSH = 1u << 15,
 };
 
 /* Outcome of checking/executing one request (how it is answered depends on the QP type). */

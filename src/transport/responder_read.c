@@ -53,7 +53,9 @@ static enum swv_resp_err read_respond_each(struct swv_qp *qp, struct swv_resp_re
 		else
 			op = SWV_OP_READ_RESP_MIDDLE;
 		/* re-checked per packet: an MR deregistered meanwhile is never read */
-		rc = chunk ? swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, buf, chunk) : 0;
+		rc = chunk ? swv_mr_remote_read(qp->ctx, qp->pd, qp->qpn, r->rkey, va + off, buf,
+						chunk)
+			   : 0;
 		if (rc)
 			return swv_resp_refused(qp, rc);
 		if (k == n - 1 && !r->counted && swv_psn_add(psn, k) == r->last_psn) {
@@ -132,7 +134,8 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		/* re-checked per packet: an MR deregistered meanwhile is never read */
 		int rc = !chunk ? 0
 			 : !dst ? EACCES
-				: swv_mr_remote_read(qp->ctx, qp->pd, r->rkey, va + off, dst, chunk);
+				: swv_mr_remote_read(qp->ctx, qp->pd, qp->qpn, r->rkey, va + off,
+						     dst, chunk);
 		if (rc) {
 			(void)read_flush(qp, run, k0, n); /* what was read before goes out */
 			return swv_resp_refused(qp, rc);
@@ -165,8 +168,9 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	if (pkt->reth_len > SWV_RESP_MAX_MSG || pkt->paylen)
 		return SWV_RESP_ERR_INV_REQ;
 	/* zero-length READs do not look at the R_Key */
-	if (pkt->reth_len && swv_mr_remote_check(qp->ctx, qp->pd, pkt->reth_rkey, pkt->reth_va,
-						 pkt->reth_len, IBV_ACCESS_REMOTE_READ))
+	if (pkt->reth_len &&
+	    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, pkt->reth_rkey, pkt->reth_va,
+				pkt->reth_len, IBV_ACCESS_REMOTE_READ))
 		return SWV_RESP_ERR_ACCESS;
 
 	n = swv_resp_read_npkts(pkt->reth_len, swv_resp_mtu(qp));
@@ -235,8 +239,9 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 		return SWV_RESP_ERR_INV_REQ;
 	if (pkt->atm_va & 7) /* misaligned atomic: invalid request, not an access error */
 		return SWV_RESP_ERR_INV_REQ;
-	rc = swv_mr_remote_atomic(qp->ctx, qp->pd, pkt->atm_rkey, pkt->atm_va,
-				  (cls & SWV_RQ_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp, &orig);
+	rc = swv_mr_remote_atomic(qp->ctx, qp->pd, qp->qpn, pkt->atm_rkey, pkt->atm_va,
+				  (cls & SWV_RQ_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp,
+				  &orig);
 	if (rc == EINVAL)
 		return SWV_RESP_ERR_INV_REQ;
 	if (rc)

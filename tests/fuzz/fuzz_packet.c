@@ -73,6 +73,8 @@ static int same_fields(const struct swv_pkt *a, const struct swv_pkt *b)
 		return 0;
 	if ((f & SWV_HDR_IETH) && a->ieth_rkey != b->ieth_rkey)
 		return 0;
+	if ((f & SWV_HDR_FETH) && a->feth != b->feth)
+		return 0;
 	return a->paylen == 0 || memcmp(a->payload, b->payload, a->paylen) == 0;
 }
 
@@ -207,6 +209,7 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	p.atm_cmp = take(&d, &n, 8);
 	p.imm = (uint32_t)take(&d, &n, 4);
 	p.ieth_rkey = (uint32_t)take(&d, &n, 4);
+	p.feth = (uint32_t)take(&d, &n, 4);
 	p.payload = d;
 	p.paylen = (uint32_t)(n > 4096 ? 4096 : n);
 
@@ -266,6 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			l += (f & SWV_HDR_ATMETH) ? SWV_ATMETH_LEN : 0;
 			l += (f & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 			l += (f & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
+			l += (f & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
 			if (l != oi->hdr_len || l > SWV_MAX_HDR_LEN)
 				FAIL("opcode %#x (%s): table hdr_len %u, headers add up to %u", op,
 				     oi->name, oi->hdr_len, l);

@@ -120,13 +120,13 @@ static void rc_parent(struct swvt *t, void *arg)
 	CHECK_EQ(*(uint64_t *)(t->buf + ATOMIC_OFF), 1000);
 	swvt_barrier(t);
 
-	/* A batch with an op swverbs lacks posts nothing, not even the good WRITE. */
-	uint64_t atomic_val = 1;
+	/* A batch with an op swverbs lacks (TSO, a raw-packet op) posts nothing, not even
+	 * the good WRITE. */
 	ibv_wr_start(x);
 	x->wr_id = 5;
 	ibv_wr_rdma_write(x, t->remote.rkey, t->remote.addr + WRITE_OFF);
 	ibv_wr_set_sge(x, t->mr->lkey, (uintptr_t)t->buf + READ_OFF + 1, 4096);
-	ibv_wr_atomic_write(x, t->remote.rkey, t->remote.addr + ATOMIC_OFF, &atomic_val);
+	ibv_wr_send_tso(x, t->buf, 14, 1000);
 	CHECK_EQ(ibv_wr_complete(x), EOPNOTSUPP);
 	swvt_expect_empty(t->scq, 100);
 	swvt_barrier(t); /* the child checks its memory */

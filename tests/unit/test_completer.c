@@ -100,6 +100,17 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 	(void)ctx, (void)pd, (void)sge, (void)nsge, (void)offset, (void)src, (void)len;
 	return 0;
 }
+/* No memory windows here: the requester's local operations are not driven. */
+int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
+		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey)
+{
+	return IBV_WC_MW_BIND_ERR;
+}
+int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		      bool remote)
+{
+	return EINVAL;
+}
 bool swv_ep_gso_usable(const struct swv_endpoint *ep)
 {
 	(void)ep;

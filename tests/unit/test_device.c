@@ -121,7 +121,13 @@ static void test_query_device(struct ibv_context *ctx, struct ibv_device *dev)
 	/* Completion timestamps: a 1 GHz clock (1 tick = 1 ns), 64 valid bits. */
 	CHECK(ax.completion_timestamp_mask == UINT64_MAX);
 	CHECK_EQ(ax.hca_core_clock, 1000000);
-	CHECK(ax.device_cap_flags_ex == a.device_cap_flags);
+	/* the 32-bit flags, and IBTA 1.5's FLUSH and ATOMIC_WRITE above them */
+	CHECK(ax.device_cap_flags_ex ==
+	      (a.device_cap_flags | IB_UVERBS_DEVICE_FLUSH_GLOBAL |
+	       IB_UVERBS_DEVICE_FLUSH_PERSISTENT | IB_UVERBS_DEVICE_ATOMIC_WRITE));
+	CHECK(a.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+	CHECK(a.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+	CHECK(a.max_mw > 0);
 	CHECK_EQ(ax.max_dm_size, 1u << 20); /* device memory (core/dm.h) */
 	struct ibv_values_ex rt = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK};
 	struct timespec mono;

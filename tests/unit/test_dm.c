@@ -150,11 +150,11 @@ static void test_reg(struct ibv_context *c, struct ibv_pd *pd)
 	struct swv_pd *sp = to_swv_pd(pd);
 	uint8_t w[16];
 	memset(w, 0xd3, sizeof(w));
-	CHECK_OK(swv_mr_remote_write(sc, sp, mr->rkey, 0, w, 16));
-	CHECK_OK(swv_mr_remote_write(sc, sp, mr->rkey, 112, w, 16));
-	CHECK_EQ(swv_mr_remote_write(sc, sp, mr->rkey, 113, w, 16), EACCES);
+	CHECK_OK(swv_mr_remote_write(sc, sp, 0, mr->rkey, 0, w, 16));
+	CHECK_OK(swv_mr_remote_write(sc, sp, 0, mr->rkey, 112, w, 16));
+	CHECK_EQ(swv_mr_remote_write(sc, sp, 0, mr->rkey, 113, w, 16), EACCES);
 	uint64_t orig;
-	CHECK_OK(swv_mr_remote_atomic(sc, sp, mr->rkey, 8, 0, 1, 0, &orig));
+	CHECK_OK(swv_mr_remote_atomic(sc, sp, 0, mr->rkey, 8, 0, 1, 0, &orig));
 	CHECK_EQ(orig, 0xd3d3d3d3d3d3d3d3ull);
 	uint8_t all[256];
 	CHECK_OK(ibv_memcpy_from_dm(all, dm, 0, 256));

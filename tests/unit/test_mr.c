@@ -117,7 +117,7 @@ static void test_keys(struct ibv_pd *pd)
 	pthread_rwlock_unlock(&t->lock);
 	uint8_t out;
 	for (int i = 0; i < N; i += 2)
-		CHECK_EQ(swv_mr_remote_read(ctx, spd(pd), dead[i], (uintptr_t)buf, &out, 1),
+		CHECK_EQ(swv_mr_remote_read(ctx, spd(pd), 0, dead[i], (uintptr_t)buf, &out, 1),
 			 EACCES);
 	for (int i = 1; i < N; i += 2)
 		CHECK_OK(ibv_dereg_mr(mrs[i]));
@@ -137,7 +137,11 @@ static void test_registration(struct ibv_pd *pd)
 	struct ibv_mr *odp = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND);
 	CHECK_PTR(odp);
 	CHECK_OK(ibv_dereg_mr(odp));
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_FLUSH_GLOBAL), EOPNOTSUPP);
+	/* the FLUSH rights are registrable (remote FLUSH, IBTA 1.5) */
+	struct ibv_mr *fm =
+	    ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT);
+	CHECK_PTR(fm);
+	CHECK_OK(ibv_dereg_mr(fm));
 	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
 	CHECK_REG_FAILS(ibv_reg_mr(NULL, buf, sizeof(buf), 0), EINVAL);
 	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)(UINTPTR_MAX - 100), 4096, 0), EINVAL);
@@ -173,37 +177,40 @@ static void test_remote(struct ibv_pd *pd, struct ibv_pd *pd2)
 	uint64_t va = (uintptr_t)buf;
 	uint32_t rk = mr->rkey;
 
-	CHECK_OK(swv_mr_remote_write(ctx, p, rk, va, data, LEN));
+	CHECK_OK(swv_mr_remote_write(ctx, p, 0, rk, va, data, LEN));
 	CHECK(memcmp(buf, data, LEN) == 0);
 	/* Wrong key: flipped random bits, flipped index, the lkey, 0. */
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk ^ 0x10000, va, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk ^ 0x1, va, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->lkey, va, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, va, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, 0xffff, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk ^ 0x10000, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk ^ 0x1, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, mr->lkey, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, 0, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, 0xffff, va, data, 1), EACCES);
 	/* Wrong PD. */
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd2), rk, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd2), 0, rk, va, data, 1), EACCES);
 	/* Bounds: last byte ok, one past fails, one before fails. */
-	CHECK_OK(swv_mr_remote_write(ctx, p, rk, va + LEN - 1, data, 1));
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk, va + LEN - 1, data, 2), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk, va + LEN, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk, va - 1, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk, va - 1, data, 2), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, rk, va, data, LEN + 1), EACCES);
+	CHECK_OK(swv_mr_remote_write(ctx, p, 0, rk, va + LEN - 1, data, 1));
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk, va + LEN - 1, data, 2), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk, va + LEN, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk, va - 1, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk, va - 1, data, 2), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, rk, va, data, LEN + 1), EACCES);
 	/* Wrap-around: lengths and addresses chosen so va + len overflows. */
-	CHECK_EQ(swv_mr_remote_check(ctx, p, rk, va, UINT64_MAX, IBV_ACCESS_REMOTE_WRITE), EACCES);
-	CHECK_EQ(swv_mr_remote_check(ctx, p, rk, va + 8, UINT64_MAX - va, IBV_ACCESS_REMOTE_WRITE),
+	CHECK_EQ(swv_mr_remote_check(ctx, p, 0, rk, va, UINT64_MAX, IBV_ACCESS_REMOTE_WRITE),
 		 EACCES);
-	CHECK_EQ(swv_mr_remote_check(ctx, p, rk, UINT64_MAX - 3, 8, IBV_ACCESS_REMOTE_WRITE), EACCES);
-	CHECK_EQ(swv_mr_remote_check(ctx, p, rk, va, 0 - (uint64_t)1 - va + 2,
+	CHECK_EQ(
+	    swv_mr_remote_check(ctx, p, 0, rk, va + 8, UINT64_MAX - va, IBV_ACCESS_REMOTE_WRITE),
+	    EACCES);
+	CHECK_EQ(swv_mr_remote_check(ctx, p, 0, rk, UINT64_MAX - 3, 8, IBV_ACCESS_REMOTE_WRITE),
+		 EACCES);
+	CHECK_EQ(swv_mr_remote_check(ctx, p, 0, rk, va, 0 - (uint64_t)1 - va + 2,
 				     IBV_ACCESS_REMOTE_READ),
 		 EACCES);
-	CHECK_OK(swv_mr_remote_check(ctx, p, rk, va, LEN, IBV_ACCESS_REMOTE_READ));
+	CHECK_OK(swv_mr_remote_check(ctx, p, 0, rk, va, LEN, IBV_ACCESS_REMOTE_READ));
 	/* A check for no right at all proves nothing: refused. */
-	CHECK_EQ(swv_mr_remote_check(ctx, p, rk, va, LEN, 0), EACCES);
+	CHECK_EQ(swv_mr_remote_check(ctx, p, 0, rk, va, LEN, 0), EACCES);
 	/* Zero length succeeds without looking at the key. */
-	CHECK_OK(swv_mr_remote_write(ctx, p, 0xdeadbeef, 0, data, 0));
-	CHECK_OK(swv_mr_remote_check(ctx, p, 0xdeadbeef, 0, 0, IBV_ACCESS_REMOTE_WRITE));
+	CHECK_OK(swv_mr_remote_write(ctx, p, 0, 0xdeadbeef, 0, data, 0));
+	CHECK_OK(swv_mr_remote_check(ctx, p, 0, 0xdeadbeef, 0, 0, IBV_ACCESS_REMOTE_WRITE));
 	/* Nothing outside the region was touched. */
 	for (int i = 0; i < GUARD; i++) {
 		CHECK_EQ(mem[i], 0xee);
@@ -213,49 +220,49 @@ static void test_remote(struct ibv_pd *pd, struct ibv_pd *pd2)
 	/* Read. */
 	uint8_t out[LEN];
 	memset(buf, 7, LEN);
-	CHECK_OK(swv_mr_remote_read(ctx, p, rk, va + 10, out, LEN - 10));
+	CHECK_OK(swv_mr_remote_read(ctx, p, 0, rk, va + 10, out, LEN - 10));
 	CHECK_EQ(out[0], 7);
-	CHECK_EQ(swv_mr_remote_read(ctx, p, rk, va + 10, out, LEN - 9), EACCES);
-	CHECK_EQ(swv_mr_remote_read(ctx, spd(pd2), rk, va, out, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_read(ctx, p, 0, rk, va + 10, out, LEN - 9), EACCES);
+	CHECK_EQ(swv_mr_remote_read(ctx, spd(pd2), 0, rk, va, out, 1), EACCES);
 
 	/* Atomics: results, alignment, bounds. */
 	uint64_t *w = (uint64_t *)buf, orig = 0;
 	w[0] = 5;
-	CHECK_OK(swv_mr_remote_atomic(ctx, p, rk, va, 0, 3, 0, &orig));
+	CHECK_OK(swv_mr_remote_atomic(ctx, p, 0, rk, va, 0, 3, 0, &orig));
 	CHECK_EQ(orig, 5);
 	CHECK_EQ(w[0], 8);
-	CHECK_OK(swv_mr_remote_atomic(ctx, p, rk, va, 1, 100, 8, &orig)); /* swap hits */
+	CHECK_OK(swv_mr_remote_atomic(ctx, p, 0, rk, va, 1, 100, 8, &orig)); /* swap hits */
 	CHECK_EQ(orig, 8);
 	CHECK_EQ(w[0], 100);
-	CHECK_OK(swv_mr_remote_atomic(ctx, p, rk, va, 1, 7, 8, &orig)); /* swap misses */
+	CHECK_OK(swv_mr_remote_atomic(ctx, p, 0, rk, va, 1, 7, 8, &orig)); /* swap misses */
 	CHECK_EQ(orig, 100);
 	CHECK_EQ(w[0], 100);
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, rk, va + 4, 0, 1, 0, &orig), EINVAL);
-	CHECK_OK(swv_mr_remote_atomic(ctx, p, rk, va + LEN - 8, 0, 1, 0, &orig));
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, rk, va + LEN, 0, 1, 0, &orig), EACCES);
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, rk ^ 0x20000, va, 0, 1, 0, &orig), EACCES);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, rk, va + 4, 0, 1, 0, &orig), EINVAL);
+	CHECK_OK(swv_mr_remote_atomic(ctx, p, 0, rk, va + LEN - 8, 0, 1, 0, &orig));
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, rk, va + LEN, 0, 1, 0, &orig), EACCES);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, rk ^ 0x20000, va, 0, 1, 0, &orig), EACCES);
 	CHECK_OK(ibv_dereg_mr(mr));
 
 	/* Missing rights, one at a time. */
 	struct ibv_mr *ro = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_REMOTE_READ);
 	CHECK_PTR(ro);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, ro->rkey, va, data, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, ro->rkey, va, 0, 1, 0, &orig), EACCES);
-	CHECK_OK(swv_mr_remote_read(ctx, p, ro->rkey, va, out, 1));
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, ro->rkey, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, ro->rkey, va, 0, 1, 0, &orig), EACCES);
+	CHECK_OK(swv_mr_remote_read(ctx, p, 0, ro->rkey, va, out, 1));
 	struct ibv_mr *wo = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	CHECK_PTR(wo);
-	CHECK_EQ(swv_mr_remote_read(ctx, p, wo->rkey, va, out, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, wo->rkey, va, 0, 1, 0, &orig), EACCES);
+	CHECK_EQ(swv_mr_remote_read(ctx, p, 0, wo->rkey, va, out, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, wo->rkey, va, 0, 1, 0, &orig), EACCES);
 	struct ibv_mr *lo = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE);
 	CHECK_PTR(lo);
-	CHECK_EQ(swv_mr_remote_read(ctx, p, lo->rkey, va, out, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, lo->rkey, va, data, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_read(ctx, p, 0, lo->rkey, va, out, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, lo->rkey, va, data, 1), EACCES);
 	uint32_t stale = ro->rkey;
 	CHECK_OK(ibv_dereg_mr(ro));
 	CHECK_OK(ibv_dereg_mr(wo));
 	CHECK_OK(ibv_dereg_mr(lo));
 	/* A deregistered key is dead. */
-	CHECK_EQ(swv_mr_remote_read(ctx, p, stale, va, out, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_read(ctx, p, 0, stale, va, out, 1), EACCES);
 }
 
 /* ---- memory the MR cannot use ---- */
@@ -328,7 +335,7 @@ static void test_reg_efault(struct ibv_pd *pd)
 		 IBV_REREG_MR_ERR_CMD);
 	CHECK_EQ(errno, EFAULT);
 	uint8_t v = 1;
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), ok[0]->rkey, (uintptr_t)m + 3 * pg, &v, 1),
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, ok[0]->rkey, (uintptr_t)m + 3 * pg, &v, 1),
 		 EACCES); /* still read-only */
 	errno = 0;	  /* a read-only range under the MR's LOCAL_WRITE */
 	CHECK_EQ(ibv_rereg_mr(ok[2], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m + 3 * pg, pg, 0),
@@ -336,7 +343,7 @@ static void test_reg_efault(struct ibv_pd *pd)
 	CHECK_EQ(errno, EFAULT);
 	CHECK_OK(ibv_rereg_mr(ok[0], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
 			      NULL, m + 5 * pg, pg, LW | IBV_ACCESS_REMOTE_WRITE));
-	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), ok[0]->rkey, (uintptr_t)m + 5 * pg, &v, 1));
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), 0, ok[0]->rkey, (uintptr_t)m + 5 * pg, &v, 1));
 	CHECK_EQ(m[5 * pg], 1);
 	for (int i = 0; i < 4; i++)
 		CHECK_OK(ibv_dereg_mr(ok[i]));
@@ -379,25 +386,25 @@ static void test_fault_access(struct ibv_pd *pd, bool munmapped)
 	else
 		CHECK_OK(mprotect(m + pg, pg, PROT_READ));
 
-	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg, src, 16), EFAULT);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, mr->rkey, va + pg, src, 16), EFAULT);
 	/* a copy that starts in a good page and runs into the bad one */
-	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg - 8, src, 16), EFAULT);
-	CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va, src, 3 * pg), EFAULT);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, mr->rkey, va + pg - 8, src, 16), EFAULT);
+	CHECK_EQ(swv_mr_remote_write(ctx, p, 0, mr->rkey, va, src, 3 * pg), EFAULT);
 	uint64_t orig = 7;
-	CHECK_EQ(swv_mr_remote_atomic(ctx, p, mr->rkey, va + pg, 0, 1, 0, &orig), EFAULT);
-	CHECK_EQ(
-	    swv_mr_remote_atomic(ctx, p, mr->rkey, va + pg + 8, 1, 1, 0x1111111111111111ull, &orig),
-	    EFAULT);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, mr->rkey, va + pg, 0, 1, 0, &orig), EFAULT);
+	CHECK_EQ(swv_mr_remote_atomic(ctx, p, 0, mr->rkey, va + pg + 8, 1, 1, 0x1111111111111111ull,
+				      &orig),
+		 EFAULT);
 	CHECK_EQ(orig, 7); /* nothing reported */
 	struct ibv_sge bad = {va + pg + 100, 64, mr->lkey};
 	CHECK_EQ(swv_mr_scatter(ctx, p, &bad, 1, 0, src, 64), IBV_WC_LOC_PROT_ERR);
 	if (munmapped) {
-		CHECK_EQ(swv_mr_remote_read(ctx, p, mr->rkey, va + pg, out, 16), EFAULT);
-		CHECK_EQ(swv_mr_remote_read(ctx, p, mr->rkey, va, out, 3 * pg), EFAULT);
+		CHECK_EQ(swv_mr_remote_read(ctx, p, 0, mr->rkey, va + pg, out, 16), EFAULT);
+		CHECK_EQ(swv_mr_remote_read(ctx, p, 0, mr->rkey, va, out, 3 * pg), EFAULT);
 		CHECK_EQ(swv_mr_gather(ctx, p, &bad, 1, 0, out, 64), IBV_WC_LOC_PROT_ERR);
 	} else {
 		/* read-only memory still reads */
-		CHECK_OK(swv_mr_remote_read(ctx, p, mr->rkey, va + pg, out, 16));
+		CHECK_OK(swv_mr_remote_read(ctx, p, 0, mr->rkey, va + pg, out, 16));
 		CHECK_EQ(out[0], 0x11);
 		CHECK_OK(swv_mr_gather(ctx, p, &bad, 1, 0, out, 64));
 		for (size_t i = 0; i < pg; i++)
@@ -406,9 +413,10 @@ static void test_fault_access(struct ibv_pd *pd, bool munmapped)
 	/* the good pages work, before and after the faults, again and again: the fault
 	 * path restores the signal mask (a fault with SIGSEGV still blocked would kill) */
 	for (int round = 0; round < 3; round++) {
-		CHECK_OK(swv_mr_remote_write(ctx, p, mr->rkey, va + 2 * pg, src, 64));
-		CHECK_EQ(swv_mr_remote_write(ctx, p, mr->rkey, va + pg, src, 1), EFAULT);
-		CHECK_OK(swv_mr_remote_atomic(ctx, p, mr->rkey, va + 2 * pg + 64, 0, 1, 0, &orig));
+		CHECK_OK(swv_mr_remote_write(ctx, p, 0, mr->rkey, va + 2 * pg, src, 64));
+		CHECK_EQ(swv_mr_remote_write(ctx, p, 0, mr->rkey, va + pg, src, 1), EFAULT);
+		CHECK_OK(
+		    swv_mr_remote_atomic(ctx, p, 0, mr->rkey, va + 2 * pg + 64, 0, 1, 0, &orig));
 		sigset_t cur;
 		CHECK_OK(pthread_sigmask(SIG_SETMASK, NULL, &cur));
 		CHECK(!sigismember(&cur, SIGSEGV) && !sigismember(&cur, SIGBUS));
@@ -431,7 +439,7 @@ static void *fault_thread(void *arg)
 	struct swv_pd *p = arg;
 	uint8_t v = 5;
 	for (int i = 0; i < 2000; i++)
-		CHECK_EQ(swv_mr_remote_write(ctx, p, race_fault_rkey, race_fault_va, &v, 1),
+		CHECK_EQ(swv_mr_remote_write(ctx, p, 0, race_fault_rkey, race_fault_va, &v, 1),
 			 EFAULT);
 	return NULL;
 }
@@ -448,8 +456,8 @@ static void test_fault_threads(struct ibv_pd *pd)
 	CHECK_OK(pthread_create(&th, NULL, fault_thread, spd(pd)));
 	uint8_t v = 9;
 	for (int i = 0; i < 2000; i++)
-		CHECK_OK(swv_mr_remote_write(ctx, spd(pd), mr->rkey, (uintptr_t)m + pg + (i & 63),
-					     &v, 1));
+		CHECK_OK(swv_mr_remote_write(ctx, spd(pd), 0, mr->rkey,
+					     (uintptr_t)m + pg + (i & 63), &v, 1));
 	CHECK_OK(pthread_join(th, NULL));
 	CHECK_EQ(m[0], 0);
 	CHECK_OK(ibv_dereg_mr(mr));
@@ -463,11 +471,11 @@ static void test_iova(struct ibv_pd *pd)
 	struct ibv_mr *mr = ibv_reg_mr_iova2(pd, buf, sizeof(buf), iova, ALL_REMOTE);
 	CHECK_PTR(mr);
 	uint8_t v = 0x99;
-	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), mr->rkey, iova + 5, &v, 1));
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), 0, mr->rkey, iova + 5, &v, 1));
 	CHECK_EQ(buf[5], 0x99);
 	/* The host address is not in the IOVA space of this MR. */
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), mr->rkey, (uintptr_t)buf, &v, 1), EACCES);
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), mr->rkey, iova + sizeof(buf), &v, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, mr->rkey, (uintptr_t)buf, &v, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, mr->rkey, iova + sizeof(buf), &v, 1), EACCES);
 	/* Local SGEs address the same IOVA space. */
 	struct ibv_sge sge = {.addr = iova + 5, .length = 1, .lkey = mr->lkey};
 	uint8_t out = 0;
@@ -477,7 +485,7 @@ static void test_iova(struct ibv_pd *pd)
 
 	struct ibv_mr *z = (ibv_reg_mr_iova)(pd, buf, sizeof(buf), 0, ALL_REMOTE);
 	CHECK_PTR(z);
-	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), z->rkey, 0, &v, 1));
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), 0, z->rkey, 0, &v, 1));
 	CHECK_EQ(buf[0], 0x99);
 	CHECK_OK(ibv_dereg_mr(z));
 }
@@ -561,16 +569,16 @@ static void test_rereg(struct ibv_pd *pd, struct ibv_pd *pd2)
 	    ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE),
 	    IBV_REREG_MR_ERR_CMD);
 	CHECK_OK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_READ));
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), rk, (uintptr_t)buf, &v, 1), EACCES);
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, rk, (uintptr_t)buf, &v, 1), EACCES);
 	CHECK_OK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
 			      NULL, buf2, sizeof(buf2), ALL_REMOTE));
 	CHECK(mr->addr == buf2 && mr->length == sizeof(buf2));
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), rk, (uintptr_t)buf, &v, 1), EACCES);
-	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), rk, (uintptr_t)buf2 + 127, &v, 1));
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, rk, (uintptr_t)buf, &v, 1), EACCES);
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd), 0, rk, (uintptr_t)buf2 + 127, &v, 1));
 	CHECK_OK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0));
 	CHECK(mr->pd == pd2);
-	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), rk, (uintptr_t)buf2, &v, 1), EACCES);
-	CHECK_OK(swv_mr_remote_write(ctx, spd(pd2), rk, (uintptr_t)buf2, &v, 1));
+	CHECK_EQ(swv_mr_remote_write(ctx, spd(pd), 0, rk, (uintptr_t)buf2, &v, 1), EACCES);
+	CHECK_OK(swv_mr_remote_write(ctx, spd(pd2), 0, rk, (uintptr_t)buf2, &v, 1));
 	CHECK_EQ(ibv_dealloc_pd(pd2), EBUSY);
 	CHECK_OK(ibv_dereg_mr(mr));
 }
@@ -593,7 +601,7 @@ static void *writer(void *arg)
 	memset(src, 0xab, sizeof(src));
 	unsigned long ok = 0;
 	while (!atomic_load(&race_stop)) {
-		int rc = swv_mr_remote_write(ctx, race_pd, atomic_load(&race_rkey),
+		int rc = swv_mr_remote_write(ctx, race_pd, 0, atomic_load(&race_rkey),
 					     (uintptr_t)race_buf + off, src, SLICE);
 		CHECK(rc == 0 || rc == EACCES);
 		ok += rc == 0;

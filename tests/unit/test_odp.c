@@ -179,31 +179,31 @@ static void test_implicit(struct ibv_pd *pd)
 	CHECK(memcmp(a, b, sizeof(a)) == 0);
 	/* remote access by the rkey anywhere; address 64 is never mapped */
 	uint64_t v = 0;
-	CHECK_OK(swv_mr_remote_read(sc, to_swv_pd(pd), mr->rkey, (uintptr_t)a, &v, 8));
+	CHECK_OK(swv_mr_remote_read(sc, to_swv_pd(pd), 0, mr->rkey, (uintptr_t)a, &v, 8));
 	CHECK_EQ(v, 0xa7a7a7a7a7a7a7a7ull);
-	CHECK_EQ(swv_mr_remote_read(sc, to_swv_pd(pd), mr->rkey, 64, &v, 8), EFAULT);
-	CHECK_EQ(swv_mr_remote_write(sc, to_swv_pd(pd), mr->rkey, 64, &v, 8), EFAULT);
+	CHECK_EQ(swv_mr_remote_read(sc, to_swv_pd(pd), 0, mr->rkey, 64, &v, 8), EFAULT);
+	CHECK_EQ(swv_mr_remote_write(sc, to_swv_pd(pd), 0, mr->rkey, 64, &v, 8), EFAULT);
 	uint64_t orig;
-	CHECK_EQ(swv_mr_remote_atomic(sc, to_swv_pd(pd), mr->rkey, 64, 0, 1, 0, &orig), EFAULT);
+	CHECK_EQ(swv_mr_remote_atomic(sc, to_swv_pd(pd), 0, mr->rkey, 64, 0, 1, 0, &orig), EFAULT);
 	/* beyond user space: non-canonical (x86-64 raises #GP with no fault address) and
 	 * kernel addresses fail the access as any hole does */
 	const uint64_t far[] = {1ull << 47, 0x8000000000000000ull, 0xffff800000000000ull,
 				UINT64_MAX - 4095};
 	for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
-		int r = swv_mr_remote_read(sc, to_swv_pd(pd), mr->rkey, far[i], &v, 8);
+		int r = swv_mr_remote_read(sc, to_swv_pd(pd), 0, mr->rkey, far[i], &v, 8);
 		CHECK(r == EFAULT || r == EACCES);
-		r = swv_mr_remote_write(sc, to_swv_pd(pd), mr->rkey, far[i], &v, 8);
+		r = swv_mr_remote_write(sc, to_swv_pd(pd), 0, mr->rkey, far[i], &v, 8);
 		CHECK(r == EFAULT || r == EACCES);
-		CHECK(swv_mr_remote_atomic(sc, to_swv_pd(pd), mr->rkey, far[i], 0, 1, 0, &orig) !=
-		      0);
+		CHECK(swv_mr_remote_atomic(sc, to_swv_pd(pd), 0, mr->rkey, far[i], 0, 1, 0,
+					   &orig) != 0);
 	}
 	struct ibv_sge low = {64, 8, mr->lkey};
 	CHECK_EQ(swv_mr_gather(sc, to_swv_pd(pd), &low, 1, 0, tmp, 8), IBV_WC_LOC_PROT_ERR);
 #if defined(__x86_64__)
 	/* the top of user space is in bounds, the first byte above it is not */
-	CHECK_OK(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, (1ull << 47) - 8, 8,
+	CHECK_OK(swv_mr_remote_check(sc, to_swv_pd(pd), 0, mr->rkey, (1ull << 47) - 8, 8,
 				     IBV_ACCESS_REMOTE_READ));
-	CHECK_EQ(swv_mr_remote_check(sc, to_swv_pd(pd), mr->rkey, (1ull << 47) - 7, 8,
+	CHECK_EQ(swv_mr_remote_check(sc, to_swv_pd(pd), 0, mr->rkey, (1ull << 47) - 7, 8,
 				     IBV_ACCESS_REMOTE_READ),
 		 EACCES);
 #endif

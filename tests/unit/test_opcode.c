@@ -40,32 +40,30 @@ static const struct expect rc_uc_common[] = {
 };
 
 static const struct expect rc_only[] = {
-	{0x0c, 28, SWV_HDR_RETH, RQ | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_REQUEST"},
-	{0x0d, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_FIRST,
-	 "RC_RDMA_READ_RESPONSE_FIRST"},
-	{0x0e, 12, 0, P | RS | SWV_OPF_READ | SWV_OPF_MIDDLE, "RC_RDMA_READ_RESPONSE_MIDDLE"},
-	{0x0f, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_LAST,
-	 "RC_RDMA_READ_RESPONSE_LAST"},
-	{0x10, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_ONLY,
-	 "RC_RDMA_READ_RESPONSE_ONLY"},
-	{0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
-	{0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
-	 "RC_ATOMIC_ACKNOWLEDGE"},
-	{0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
-	{0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
-	{0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST,
-	 "RC_SEND_LAST_WITH_INVALIDATE"},
-	{0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
-	 "RC_SEND_ONLY_WITH_INVALIDATE"},
-	{0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
-	{0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
-	 "UD_SEND_ONLY_WITH_IMMEDIATE"},
-	/* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
-	{0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
+    {0x0c, 28, SWV_HDR_RETH, RQ | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_REQUEST"},
+    {0x0d, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_FIRST, "RC_RDMA_READ_RESPONSE_FIRST"},
+    {0x0e, 12, 0, P | RS | SWV_OPF_READ | SWV_OPF_MIDDLE, "RC_RDMA_READ_RESPONSE_MIDDLE"},
+    {0x0f, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_LAST, "RC_RDMA_READ_RESPONSE_LAST"},
+    {0x10, 16, SWV_HDR_AETH, P | RS | SWV_OPF_READ | SWV_OPF_ONLY, "RC_RDMA_READ_RESPONSE_ONLY"},
+    {0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
+    {0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
+     "RC_ATOMIC_ACKNOWLEDGE"},
+    {0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
+    {0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
+    {0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "RC_SEND_LAST_WITH_INVALIDATE"},
+    {0x1c, 32, SWV_HDR_FETH | SWV_HDR_RETH, RQ | SWV_OPF_FLUSH | SWV_OPF_ONLY, "RC_FLUSH"},
+    {0x1d, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_ATOMIC_WRITE | SWV_OPF_ONLY, "RC_ATOMIC_WRITE"},
+    {0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "RC_SEND_ONLY_WITH_INVALIDATE"},
+    {0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
+    {0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
+     "UD_SEND_ONLY_WITH_IMMEDIATE"},
+    /* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
+    {0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
 };
 
-#define HDR_MASK (SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH | \
-		  SWV_HDR_IMM | SWV_HDR_IETH)
+#define HDR_MASK                                                                                   \
+	(SWV_HDR_RETH | SWV_HDR_AETH | SWV_HDR_ATMETH | SWV_HDR_ATMACK | SWV_HDR_DETH |            \
+	 SWV_HDR_IMM | SWV_HDR_IETH | SWV_HDR_FETH)
 
 static int seen[256];
 
@@ -92,6 +90,7 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 	sum += (oi->flags & SWV_HDR_DETH) ? SWV_DETH_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IMM) ? SWV_IMM_LEN : 0;
 	sum += (oi->flags & SWV_HDR_IETH) ? SWV_IETH_LEN : 0;
+	sum += (oi->flags & SWV_HDR_FETH) ? SWV_FETH_LEN : 0;
 	CHECK_EQ(oi->hdr_len, sum);
 	/* Exactly one of request / response / flow control. */
 	CHECK_EQ(!!(oi->flags & SWV_OPF_REQUEST) + !!(oi->flags & SWV_OPF_RESPONSE) +
@@ -103,8 +102,8 @@ static void check_entry(uint8_t op, const struct expect *e, const char *prefix)
 int main(void)
 {
 	CHECK_EQ(SWV_RETH_LEN + SWV_AETH_LEN + SWV_ATMETH_LEN + SWV_ATMACK_LEN + SWV_DETH_LEN +
-			 SWV_IMM_LEN + SWV_IETH_LEN,
-		 16 + 4 + 28 + 8 + 8 + 4 + 4);
+		     SWV_IMM_LEN + SWV_IETH_LEN + SWV_FETH_LEN,
+		 16 + 4 + 28 + 8 + 8 + 4 + 4 + 4);
 	for (size_t i = 0; i < sizeof(rc_uc_common) / sizeof(rc_uc_common[0]); i++) {
 		check_entry(SWV_OP_RC | rc_uc_common[i].op, &rc_uc_common[i], "RC_");
 		check_entry(SWV_OP_UC | rc_uc_common[i].op, &rc_uc_common[i], "UC_");
@@ -112,8 +111,8 @@ int main(void)
 	for (size_t i = 0; i < sizeof(rc_only) / sizeof(rc_only[0]); i++)
 		check_entry(rc_only[i].op, &rc_only[i], "");
 
-	/* Everything else is unsupported: UC READ/atomic/ACK/INV, reserved 0x15,
-	 * 0x18-0x1f (incl. FLUSH 0x1c, ATOMIC_WRITE 0x1d), RD 0x40-0x5f, other UD
+	/* Everything else is unsupported: UC READ/atomic/ACK/INV/FLUSH/ATOMIC_WRITE,
+	 * reserved 0x15, 0x18-0x1b, 0x1e-0x1f, RD 0x40-0x5f, other UD
 	 * opcodes, CNP 0x80/0x81, vendor 0xe1-0xff. */
 	int supported = 0;
 	for (int op = 0; op < 256; op++) {
@@ -133,12 +132,14 @@ int main(void)
 			exit(1);
 		}
 	}
-	CHECK_EQ(supported, 12 + 12 + 13 + 1);
+	CHECK_EQ(supported, 12 + 12 + 15 + 1);
 	CHECK_EQ(SWV_OP_FLOW_CONTROL, 0xe0);
 	CHECK(!swv_opcode_supported(0xe1));
 	CHECK(!swv_opcode_supported(0xff));
-	CHECK(!swv_opcode_supported(0x1c));
-	CHECK(!swv_opcode_supported(0x1d));
+	CHECK(swv_opcode_supported(0x1c));
+	CHECK(swv_opcode_supported(0x1d));
+	CHECK(!swv_opcode_supported(0x3c)); /* no UC FLUSH */
+	CHECK(!swv_opcode_supported(0x3d));
 	CHECK(!swv_opcode_supported(0x81));
 	CHECK(!swv_opcode_supported(0x44));
 	printf("test_opcode: OK (%d opcodes)\n", supported);

@@ -161,6 +161,7 @@ static void random_fields(struct swv_pkt *p, uint8_t op, uint32_t paylen)
 	p->deth_rsvd = (uint8_t)rnd();
 	p->imm = rnd();
 	p->ieth_rkey = rnd();
+	p->feth = rnd();
 	p->paylen = paylen;
 }
 
@@ -193,6 +194,7 @@ static void check_same(const struct swv_pkt *p, const struct swv_pkt *q, const u
 	FIELD(SWV_HDR_DETH, deth_rsvd);
 	FIELD(SWV_HDR_IMM, imm);
 	FIELD(SWV_HDR_IETH, ieth_rkey);
+	FIELD(SWV_HDR_FETH, feth);
 #undef FIELD
 	CHECK_EQ(q->paylen, p->paylen);
 	CHECK(q->paylen == 0 || memcmp(q->payload, payload, q->paylen) == 0);
@@ -241,7 +243,7 @@ static void test_round_trip(void)
 			}
 		}
 	}
-	CHECK_EQ(ops, 38); /* 37 IB opcodes + swverbs UC flow control */
+	CHECK_EQ(ops, 40); /* 39 IB opcodes (FLUSH, ATOMIC_WRITE incl.) + UC flow control */
 }
 
 /* Every truncation and every single-bit flip of p must be rejected. */
@@ -466,7 +468,7 @@ static void test_build_validation(void)
 	CHECK_EQ(swv_pkt_crc_begin(hdr, h, 6, NULL), EINVAL);
 	CHECK_EQ(swv_pkt_crc_begin(NULL, h, 6, &crc), EINVAL);
 	CHECK_EQ(swv_pkt_crc_finish(0, 6, NULL), 0);
-	hdr[0] = 0x1c; /* FLUSH: unsupported */
+	hdr[0] = 0x1e; /* reserved: unsupported */
 	CHECK_EQ(swv_pkt_build_tail(hdr, h, payload_src, 6, tail), 0);
 	/* A payload on a no-payload opcode's header. */
 	random_fields(&p, SWV_OP_READ_REQUEST, 0);

@@ -185,13 +185,13 @@ static void test_protection(struct ibv_context *c, struct ibv_pd *pd)
 		struct swv_pd *q = to_swv_pd(all[i]);
 		CHECK_OK(swv_mr_scatter(sc, q, &s_pd, 1, 0, x, 8));
 		CHECK_OK(swv_mr_scatter(sc, q, &s_p1, 1, 0, x, 8));
-		CHECK_OK(swv_mr_remote_write(sc, q, on_pd->rkey, (uintptr_t)buf, x, 8));
-		CHECK_OK(swv_mr_remote_write(sc, q, on_p1->rkey, (uintptr_t)buf + 128, x, 8));
+		CHECK_OK(swv_mr_remote_write(sc, q, 0, on_pd->rkey, (uintptr_t)buf, x, 8));
+		CHECK_OK(swv_mr_remote_write(sc, q, 0, on_p1->rkey, (uintptr_t)buf + 128, x, 8));
 	}
 	struct swv_pd *o = to_swv_pd(other);
 	CHECK_EQ(swv_mr_scatter(sc, o, &s_pd, 1, 0, x, 8), IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(swv_mr_scatter(sc, o, &s_p1, 1, 0, x, 8), IBV_WC_LOC_PROT_ERR);
-	CHECK_EQ(swv_mr_remote_write(sc, o, on_p1->rkey, (uintptr_t)buf + 128, x, 8), EACCES);
+	CHECK_EQ(swv_mr_remote_write(sc, o, 0, on_p1->rkey, (uintptr_t)buf + 128, x, 8), EACCES);
 	CHECK_OK(ibv_dereg_mr(on_pd));
 	CHECK_OK(ibv_dereg_mr(on_p1));
 	CHECK_OK(ibv_dealloc_pd(p1));

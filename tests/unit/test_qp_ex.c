@@ -463,20 +463,21 @@ static void test_atomicity(struct ibv_qp *a, struct ibv_qp *b)
 		int err;
 		const char *what;
 	} cases[] = {
-		{bad_sge_list, EINVAL, "too many SGEs"},
-		{bad_inline_len, EINVAL, "inline beyond max_inline_data"},
-		{bad_inline_read, EINVAL, "inline READ"},
-		{bad_flags, EINVAL, "unknown wr_flags bit"},
-		{bad_atomic_len, EINVAL, "atomic of 4 bytes"},
-		{bad_ud_addr, EINVAL, "wr_set_ud_addr on RC"},
-		{bad_xrc, EOPNOTSUPP, "wr_set_xrc_srqn"},
-		{bad_setter_first, EINVAL, "setter before any op"},
-		{bad_bind_mw, EOPNOTSUPP, "wr_bind_mw"},
-		{bad_local_inv, EOPNOTSUPP, "wr_local_inv"},
-		{bad_send_inv, EOPNOTSUPP, "wr_send_inv"},
-		{bad_tso, EOPNOTSUPP, "wr_send_tso"},
-		{bad_atomic_write, EOPNOTSUPP, "wr_atomic_write"},
-		{bad_flush, EOPNOTSUPP, "wr_flush"},
+	    {bad_sge_list, EINVAL, "too many SGEs"},
+	    {bad_inline_len, EINVAL, "inline beyond max_inline_data"},
+	    {bad_inline_read, EINVAL, "inline READ"},
+	    {bad_flags, EINVAL, "unknown wr_flags bit"},
+	    {bad_atomic_len, EINVAL, "atomic of 4 bytes"},
+	    {bad_ud_addr, EINVAL, "wr_set_ud_addr on RC"},
+	    {bad_xrc, EOPNOTSUPP, "wr_set_xrc_srqn"},
+	    {bad_setter_first, EINVAL, "setter before any op"},
+	    /* memory-window ops exist, but this QP was not created with them */
+	    {bad_bind_mw, EINVAL, "wr_bind_mw (op not requested)"},
+	    {bad_local_inv, EINVAL, "wr_local_inv (op not requested)"},
+	    {bad_send_inv, EINVAL, "wr_send_inv (op not requested)"},
+	    {bad_tso, EOPNOTSUPP, "wr_send_tso"},
+	    {bad_atomic_write, EINVAL, "wr_atomic_write (op not requested)"},
+	    {bad_flush, EINVAL, "wr_flush (op not requested)"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		/* bad_setter_first aborts the good WRs itself: nothing may be posted
@@ -647,8 +648,11 @@ static void test_create(void)
 	a.send_ops_flags = IBV_QP_EX_WITH_RDMA_READ;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EOPNOTSUPP);
+	a.send_ops_flags = IBV_QP_EX_WITH_FLUSH; /* RC only */
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EOPNOTSUPP);
 	a.qp_type = IBV_QPT_RC;
-	a.send_ops_flags = IBV_QP_EX_WITH_FLUSH;
+	a.send_ops_flags = IBV_QP_EX_WITH_TSO;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(ctx, &a) && errno == EOPNOTSUPP);
 	a.send_ops_flags = 1ull << 40;

@@ -287,14 +287,16 @@ static void test_create(struct env *e)
 	CHECK_PTR(qp);
 	CHECK(ibv_qp_to_qp_ex(qp) == (struct ibv_qp_ex *)qp);
 	CHECK_OK(ibv_destroy_qp(qp));
-	/* Send ops the device does not have (memory windows, atomic write) are refused,
-	 * and so are create flags, XRC domains and unknown mask bits. */
-	iax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW;
+	/* Send ops the device does not have (TSO; atomic write on UD) are refused, and
+	 * so are create flags, XRC domains and unknown mask bits. */
+	iax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
 	iax.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+	iax.qp_type = IBV_QPT_UD;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(e->ctx, &iax) && errno == EOPNOTSUPP);
+	iax.qp_type = IBV_QPT_RC;
 	iax.send_ops_flags = IBV_QP_EX_WITH_SEND;
 	iax.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	iax.create_flags = 0; /* the mask with no flag asks for nothing */
@@ -454,7 +456,7 @@ static void test_modify(struct env *e)
 	CHECK_EQ(ibv_post_send(a, &w, &sbad), EINVAL);
 	sge[0].length = 8;
 	w.send_flags = 0;
-	w.opcode = IBV_WR_LOCAL_INV; /* not an RC opcode swverbs executes */
+	w.opcode = IBV_WR_TSO; /* not an RC opcode */
 	CHECK_EQ(ibv_post_send(a, &w, &sbad), EINVAL);
 	w.opcode = (enum ibv_wr_opcode)99;
 	CHECK_EQ(ibv_post_send(a, &w, &sbad), EINVAL);

@@ -111,8 +111,8 @@ static bool in_region(const struct region *r, uint64_t va, uint64_t len)
 	return va >= b && len <= r->len && va - b <= r->len - len;
 }
 
-int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			uint64_t len, unsigned access)
+int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned access)
 {
 	if (!len)
 		return 0;
@@ -121,33 +121,50 @@ int swv_mr_remote_check(struct swv_context *ctx, struct swv_pd *pd, uint32_t rke
 		return EACCES;
 	return 0;
 }
-int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			const void *src, size_t len)
+int swv_mr_remote_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, const void *src, size_t len)
 {
-	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
+	if (swv_mr_remote_check(ctx, pd, qpn, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
 		return EACCES;
 	if (len && by_rkey(pd, rkey)->faults)
 		return EFAULT;
 	memcpy((void *)(uintptr_t)va, src, len);
 	return 0;
 }
-int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-		       void *dst, size_t len)
+int swv_mr_remote_read(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		       uint64_t va, void *dst, size_t len)
 {
-	if (swv_mr_remote_check(ctx, pd, rkey, va, len, IBV_ACCESS_REMOTE_READ))
+	if (swv_mr_remote_check(ctx, pd, qpn, rkey, va, len, IBV_ACCESS_REMOTE_READ))
 		return EACCES;
 	if (len && by_rkey(pd, rkey)->faults)
 		return EFAULT;
 	memcpy(dst, (void *)(uintptr_t)va, len);
 	return 0;
 }
+/* ATOMIC_WRITE and FLUSH are driven by the mp tests; this model refuses them. */
+int swv_mr_remote_atomic_write(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn,
+			       uint32_t rkey, uint64_t va, uint64_t value)
+{
+	return EACCES;
+}
+int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			uint64_t va, uint64_t len, unsigned plt, bool whole_mr)
+{
+	return EACCES;
+}
+/* No windows in this model: no rkey can be invalidated. */
+int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+		      bool remote)
+{
+	return EINVAL;
+}
 static int atomic_execs;
-int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t rkey, uint64_t va,
-			 int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig)
+int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t rkey,
+			 uint64_t va, int cmp_swap, uint64_t swap_add, uint64_t cmp, uint64_t *orig)
 {
 	if (va & 7)
 		return EINVAL;
-	if (swv_mr_remote_check(ctx, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC))
+	if (swv_mr_remote_check(ctx, pd, qpn, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC))
 		return EACCES;
 	if (by_rkey(pd, rkey)->faults)
 		return EFAULT;

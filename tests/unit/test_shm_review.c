@@ -16,7 +16,8 @@
  *  shm_full_sender  /dev/shm full when a sender first routes to an existing inbox: UDP,
  *                no SIGBUS.
  *  stalled_receiver  a live receiver that does not drain (stopped): after a bounded
- *                time sends to it are dropped as over UDP, and the sender's queue moves.
+ *                time datagrams (UD) to it are dropped as over UDP, and the sender's
+ *                queue moves; connected (RC/UC) packets stay refused (EAGAIN).
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
@@ -66,12 +67,19 @@ static void ep_open_shm(struct swv_endpoint *ep)
 	CHECK(ep->shm);
 }
 
-static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
+/* A 64-byte packet whose first byte (the BTH opcode) is op. */
+static int send_op(struct swv_endpoint *from, const struct sockaddr_in *to, uint8_t op)
 {
 	uint8_t pkt[64];
 	memset(pkt, 0xa5, sizeof(pkt));
+	pkt[0] = op;
 	struct iovec v = {pkt, sizeof(pkt)};
 	return swv_ep_send(from, to, &v, 1);
+}
+
+static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
+{
+	return send_op(from, to, 0xa5);
 }
 
 static void inbox_path(char *buf, size_t len, uint16_t port)
@@ -386,16 +394,20 @@ static void stalled_receiver(void)
 	ep_open_shm(&s);
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
 	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	const uint8_t ud_send = 0x64, rc_send = 0x04; /* UD / RC SEND_ONLY */
 	int rc = 0;
 	for (int i = 0; i < 100000 && rc == 0; i++)
-		rc = send_one(&s, &to);
+		rc = send_op(&s, &to, ud_send);
 	CHECK_EQ(rc, EAGAIN); /* the ring is full */
 	uint64_t until = swv_now_ns() + 2000000000ull;
 	while (rc == EAGAIN && swv_now_ns() < until) {
 		usleep(1000);
-		rc = send_one(&s, &to);
+		rc = send_op(&s, &to, ud_send);
 	}
-	EXPECT(rc != EAGAIN, "a stalled live receiver makes every send to it EAGAIN for ever");
+	EXPECT(rc != EAGAIN, "a stalled live receiver makes every datagram to it EAGAIN for ever");
+	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit). */
+	EXPECT(send_op(&s, &to, rc_send) == EAGAIN,
+	       "an RC packet to a stalled receiver was dropped instead of refused");
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
 	char path[160];
