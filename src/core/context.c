@@ -115,6 +115,8 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	pthread_mutex_init(&ctx->trig_run_lock, NULL);
 	swv_list_init(&ctx->trig_ready);
 	swv_list_init(&ctx->cntr_list);
+	pthread_mutex_init(&ctx->dm_lock, NULL);
+	swv_list_init(&ctx->dm_list);
 
 	struct ibv_context *ib = &ctx->vctx.context;
 	ib->device = &dev->ibdev;
@@ -201,6 +203,7 @@ err_pipe:
 	pthread_mutex_destroy(&ctx->trig_lock);
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
+	pthread_mutex_destroy(&ctx->dm_lock);
 	free(ctx);
 	errno = rc;
 	return NULL;
@@ -218,6 +221,8 @@ void swv_ctx_close(struct swv_context *ctx)
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
 	swv_mr_table_destroy(&ctx->mrs);
+	/* After the QPs and MRs, which used it (the MRs counted in dm->users). */
+	swv_dm_release_all(ctx);
 	swv_async_fini(&ctx->async);
 	if (ctx->vctx.context.cmd_fd >= 0)
 		close(ctx->vctx.context.cmd_fd);
@@ -226,6 +231,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	pthread_mutex_destroy(&ctx->trig_lock);
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
+	pthread_mutex_destroy(&ctx->dm_lock);
 	free(ctx);
 }
 

@@ -45,6 +45,14 @@ static int dm_from(void *host, struct ibv_dm *ibdm, uint64_t off, size_t len)
 	return swv_copy_to_app(host, dm->buf + off, len, false);
 }
 
+/* The one way a DM's memory goes back (ibv_free_dm, or context close). */
+static void dm_destroy(struct swv_context *ctx, struct swv_dm *dm)
+{
+	atomic_fetch_sub(&ctx->dm_used, dm->length);
+	munmap(dm->buf, dm->mapped);
+	free(dm);
+}
+
 struct ibv_dm *swv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_attr *attr)
 {
 	if (!context || !attr || attr->comp_mask || !attr->length ||
@@ -81,6 +89,9 @@ struct ibv_dm *swv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_att
 	dm->ibdm.memcpy_to_dm = dm_to;
 	dm->ibdm.memcpy_from_dm = dm_from;
 	dm->ibdm.comp_mask = 0; /* no handle: nothing can import it (api/import.c) */
+	pthread_mutex_lock(&ctx->dm_lock);
+	swv_list_add_tail(&ctx->dm_list, &dm->entry);
+	pthread_mutex_unlock(&ctx->dm_lock);
 	return &dm->ibdm;
 }
 
@@ -89,10 +100,23 @@ int swv_free_dm(struct ibv_dm *ibdm)
 	struct swv_dm *dm = to_swv_dm(ibdm);
 	if (atomic_load(&dm->users))
 		return EBUSY; /* the kernel refuses to free a DM that MRs still use */
-	atomic_fetch_sub(&to_swv_ctx(ibdm->context)->dm_used, dm->length);
-	munmap(dm->buf, dm->mapped);
-	free(dm);
+	struct swv_context *ctx = to_swv_ctx(ibdm->context);
+	pthread_mutex_lock(&ctx->dm_lock);
+	swv_list_del(&dm->entry);
+	pthread_mutex_unlock(&ctx->dm_lock);
+	dm_destroy(ctx, dm);
 	return 0;
+}
+
+void swv_dm_release_all(struct swv_context *ctx)
+{
+	struct swv_list *pos, *tmp;
+	swv_list_for_each_safe(pos, tmp, &ctx->dm_list)
+	{
+		struct swv_dm *dm = swv_list_entry(pos, struct swv_dm, entry);
+		swv_list_del(&dm->entry);
+		dm_destroy(ctx, dm);
+	}
 }
 
 struct ibv_mr *swv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm, uint64_t off, size_t length,

@@ -17,11 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/list.h"
+
+struct swv_context;
+
 struct swv_dm {
 	struct ibv_dm ibdm;
 	uint8_t *buf; /* 'mapped' bytes from mmap */
 	size_t length, mapped;
 	_Atomic unsigned users; /* MRs over it: ibv_free_dm is EBUSY while > 0 */
+	struct swv_list entry;	/* in ctx->dm_list, under ctx->dm_lock */
 };
 
 static inline struct swv_dm *to_swv_dm(struct ibv_dm *dm)
@@ -38,5 +43,8 @@ struct ibv_dm *swv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_att
 int swv_free_dm(struct ibv_dm *dm);
 struct ibv_mr *swv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t dm_offset,
 			     size_t length, unsigned int access);
+/* Context close, after its MRs are gone: frees every DM the application did not
+ * (the context owns them; ibv_free_dm is the other way out, never both). */
+void swv_dm_release_all(struct swv_context *ctx);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "core/context.h"
+#include "core/dm.h"
 #include "core/mr.h"
 #include "core/pd.h"
 
@@ -187,6 +188,32 @@ static void test_reg(struct ibv_context *c, struct ibv_pd *pd)
 	CHECK_OK(ibv_free_dm(dm));
 }
 
+/* Device memory the application never freed is the context's to free: closing the
+ * context unmaps it (and, under ASan, nothing it allocated for the DM leaks). */
+static void test_close_frees(void)
+{
+	struct ibv_context *c = open_dev();
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+	CHECK_PTR(pd);
+	struct ibv_alloc_dm_attr at = {.length = 8192};
+	struct ibv_dm *d1 = ibv_alloc_dm(c, &at), *d2 = ibv_alloc_dm(c, &at);
+	CHECK_PTR(d1);
+	CHECK_PTR(d2);
+	/* one of them had an MR over it, gone before the close */
+	struct ibv_mr *mr =
+	    ibv_reg_dm_mr(pd, d1, 0, 4096, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE);
+	CHECK_PTR(mr);
+	CHECK_OK(ibv_dereg_mr(mr));
+	CHECK_OK(ibv_dealloc_pd(pd));
+	void *b1 = to_swv_dm(d1)->buf, *b2 = to_swv_dm(d2)->buf;
+	CHECK_OK(msync(b1, 4096, MS_ASYNC));
+	CHECK_OK(ibv_close_device(c));
+	/* msync on pages nothing maps is ENOMEM (the context's thread is gone and this
+	 * test maps nothing in between that could land there) */
+	CHECK(msync(b1, 4096, MS_ASYNC) == -1 && errno == ENOMEM);
+	CHECK(msync(b2, 4096, MS_ASYNC) == -1 && errno == ENOMEM);
+}
+
 int main(void)
 {
 	struct ibv_context *c = open_dev();
@@ -197,5 +224,6 @@ int main(void)
 	test_reg(c, pd);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(c));
+	test_close_frees();
 	return 0;
 }
