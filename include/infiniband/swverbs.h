@@ -165,6 +165,16 @@ struct swv_comp_cntr_wait_entry {
 int swv_comp_cntr_wait_many(const struct swv_comp_cntr_wait_entry *entries, unsigned n,
 			    unsigned flags, int timeout_ms, unsigned *index);
 
+/* The resource_type a parent domain's allocator is called with (ibv_alloc_parent_domain,
+ * IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS): which queue the buffer holds. An allocator
+ * may answer IBV_ALLOCATOR_USE_DEFAULT; its free is then not called for that buffer. */
+#define SWV_RES_TYPE_QP_SQ ((0x5357ull << 32) | 1) /* a QP's send queue ring */
+#define SWV_RES_TYPE_QP_RQ ((0x5357ull << 32) | 2) /* a QP's receive queue ring */
+#define SWV_RES_TYPE_SRQ   ((0x5357ull << 32) | 3) /* an SRQ's ring (again at each resize) */
+#define SWV_RES_TYPE_CQ                                                                            \
+	((0x5357ull << 32) | 4) /* a CQ's ring (ibv_create_cq_ex with a                            \
+				 * parent domain; again at each resize) */
+
 /* How a swverbs device was configured (for swverbs-info and diagnostics). */
 /* swv_device_config.flags */
 #define SWV_DEVICE_CFG_AUTH 0x1 /* authenticated wire mode: packets end in a MAC */

@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"
+#include "core/pd.h"
 #include "util/clock.h"
 #include "util/compiler.h"
 
@@ -26,10 +27,15 @@ struct ibv_cq_ex *swv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_a
 		errno = EINVAL;
 		return NULL;
 	}
-	/* A parent domain (thread domain) cannot exist: alloc_parent_domain is absent. */
+	/* The PD given must be a parent domain of this context (mlx5: EINVAL otherwise);
+	 * its allocator provides the ring (core/pd.h). */
+	struct swv_pd *pd = NULL;
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
-		errno = EOPNOTSUPP;
-		return NULL;
+		pd = attr->parent_domain ? to_swv_pd(attr->parent_domain) : NULL;
+		if (!pd || !pd->parent || pd->ibpd.context != ctx) {
+			errno = EINVAL;
+			return NULL;
+		}
 	}
 	/* SINGLE_THREADED only promises the application serializes its polling, which
 	 * needs nothing from us; IGNORE_OVERRUN (a CQ that may be overrun silently) is
@@ -55,7 +61,9 @@ struct ibv_cq_ex *swv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_a
 					  (int)attr->comp_vector);
 	if (!cq)
 		return NULL;
-	int rc = swv_cq_ex_setup(cq, attr->wc_flags);
+	int rc = pd ? swv_cq_set_pd(cq, pd) : 0;
+	if (!rc)
+		rc = swv_cq_ex_setup(cq, attr->wc_flags);
 	if (rc) {
 		swv_cq_destroy(cq);
 		errno = rc;

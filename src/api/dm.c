@@ -1,8 +1,7 @@
 /*
- * Device memory (ibv_alloc_dm & co.) is on-NIC memory; swverbs has none. The
- * allocation path is the inline ibv_alloc_dm over vctx->alloc_dm, which swverbs
- * leaves NULL (EOPNOTSUPP), and ibv_query_device_ex reports max_dm_size = 0. No
- * ibv_dm can therefore exist, and exporting one as a dma-buf answers EOPNOTSUPP.
+ * Device memory (ibv_alloc_dm & co.) is reached through the inline wrappers over the
+ * verbs_context ops of core/dm.h. Exporting it as a dma-buf answers EOPNOTSUPP: its
+ * pages are the library's anonymous memory, which no dma-buf exporter stands behind.
  */
 #include <errno.h>
 #include <stddef.h>

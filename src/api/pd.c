@@ -1,5 +1,6 @@
-/* Protection domains. A PD is a tag: MRs, QPs, AHs (and later SRQs) hold a use count
- * on it, and deallocation is refused with EBUSY while any remain, as the kernel does. */
+/* Protection domains. A PD is a tag: MRs, QPs, AHs, SRQs, CQs and parent domains hold
+ * a use count on it, and deallocation is refused with EBUSY while any remain, as the
+ * kernel does. ibv_dealloc_pd frees parent domains too (core/pd.h). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -30,6 +31,7 @@ SWV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	struct swv_pd *pd = to_swv_pd(ibpd);
 	if (atomic_load(&pd->users))
 		return EBUSY;
+	swv_pd_release(pd); /* a parent domain lets go of its PD and TD */
 	free(pd);
 	return 0;
 }

@@ -93,8 +93,19 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 	/* Completion timestamps (core/cq_ex.h): a 1 GHz clock, all 64 bits valid. */
 	ex.completion_timestamp_mask = SWV_TIMESTAMP_MASK;
 	ex.hca_core_clock = SWV_HCA_CORE_CLOCK_KHZ;
-	/* No ODP, TSO, RSS, device memory, packet pacing, tag matching, CQ moderation:
-	 * all left 0. */
+	/* On-demand paging (core/mr.h): no page is ever pinned, every copy is fault-safe,
+	 * so every operation of every transport can target ODP memory, and the implicit
+	 * whole-address-space MR is one table entry like any other. */
+	ex.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	ex.odp_caps.per_transport_caps.rc_odp_caps =
+	    IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+	    IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	ex.odp_caps.per_transport_caps.uc_odp_caps =
+	    IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+	ex.odp_caps.per_transport_caps.ud_odp_caps =
+	    IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	ex.max_dm_size = SWV_DEV_MAX_DM_SIZE; /* per context (core/dm.h) */
+	/* No TSO, RSS, packet pacing, tag matching, CQ moderation: all left 0. */
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
 	/* The caller's struct may be older (shorter) or newer (longer) than ours. */
 	memset(attr, 0, attr_size);

@@ -17,6 +17,9 @@
 #include "core/cq.h"
 #include "core/cq_ex.h"
 #include "core/mcast.h"
+#include "core/dm.h"
+#include "core/mr.h"
+#include "core/pd.h"
 #include "core/qp.h"
 #include "core/trig.h"
 #include "core/srq.h"
@@ -115,6 +118,8 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	pthread_mutex_init(&ctx->trig_run_lock, NULL);
 	swv_list_init(&ctx->trig_ready);
 	swv_list_init(&ctx->cntr_list);
+	pthread_mutex_init(&ctx->dm_lock, NULL);
+	swv_list_init(&ctx->dm_list);
 
 	struct ibv_context *ib = &ctx->vctx.context;
 	ib->device = &dev->ibdev;
@@ -147,6 +152,15 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.close_xrcd = swv_close_xrcd;
 	ctx->vctx.create_cq_ex = swv_create_cq_ex; /* extended CQs (core/cq_ex.h) */
 	ctx->vctx.query_rt_values = swv_query_rt_values; /* the completion clock */
+	ctx->vctx.advise_mr = swv_advise_mr;		 /* ODP prefetch (core/mr.h) */
+	/* device memory (core/dm.h) */
+	ctx->vctx.alloc_dm = swv_alloc_dm;
+	ctx->vctx.free_dm = swv_free_dm;
+	ctx->vctx.reg_dm_mr = swv_reg_dm_mr;
+	/* parent and thread domains (core/pd.h) */
+	ctx->vctx.alloc_parent_domain = swv_alloc_parent_domain;
+	ctx->vctx.alloc_td = swv_alloc_td;
+	ctx->vctx.dealloc_td = swv_dealloc_td;
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */
@@ -197,6 +211,7 @@ err_pipe:
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	pthread_mutex_destroy(&ctx->mcast_lock);
+	pthread_mutex_destroy(&ctx->dm_lock);
 	free(ctx);
 	errno = rc;
 	return NULL;
@@ -215,6 +230,8 @@ void swv_ctx_close(struct swv_context *ctx)
 	for (unsigned i = 0; i < ctx->nports; i++)
 		port_free(ctx->ports[i]);
 	swv_mr_table_destroy(&ctx->mrs);
+	/* After the QPs and MRs, which used it (the MRs counted in dm->users). */
+	swv_dm_release_all(ctx);
 	swv_async_fini(&ctx->async);
 	if (ctx->vctx.context.cmd_fd >= 0)
 		close(ctx->vctx.context.cmd_fd);
@@ -224,6 +241,7 @@ void swv_ctx_close(struct swv_context *ctx)
 	pthread_mutex_destroy(&ctx->trig_run_lock);
 	pthread_mutex_destroy(&ctx->qp_lock);
 	pthread_mutex_destroy(&ctx->mcast_lock);
+	pthread_mutex_destroy(&ctx->dm_lock);
 	free(ctx);
 }
 

@@ -60,6 +60,9 @@ struct swv_context {
 
 	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
 	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */
+	_Atomic uint64_t dm_used;     /* bytes of device memory allocated (core/dm.h) */
+	pthread_mutex_t dm_lock;      /* protects dm_list */
+	struct swv_list dm_list;      /* live DMs: what close frees if the application did not */
 	/* packets its QPs dropped for a P_Key mismatch: ibv_query_port's bad_pkey_cntr */
 	_Atomic uint32_t bad_pkey_cntr;
 	/* The port's state: the interface that carries cfg->addr, watched by the

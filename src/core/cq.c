@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"
+#include "core/pd.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -238,10 +239,27 @@ int swv_cq_destroy(struct swv_cq *cq)
 	pthread_cond_destroy(&ib->cond);
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&cq->lock);
-	free(cq->ring);
+	swv_pd_buf_free(cq->pd, cq->ring, SWV_RES_TYPE_CQ, cq->ring_custom);
+	if (cq->pd)
+		atomic_fetch_sub(&cq->pd->users, 1);
 	free(cq->ts);
 	free(cq->ex);
 	free(cq);
+	return 0;
+}
+
+int swv_cq_set_pd(struct swv_cq *cq, struct swv_pd *pd)
+{
+	bool custom;
+	struct ibv_wc *ring =
+	    swv_pd_buf_alloc(pd, cq->size, sizeof(*ring), SWV_RES_TYPE_CQ, &custom);
+	if (!ring)
+		return ENOMEM;
+	free(cq->ring); /* nothing was ever pushed into it */
+	cq->ring = ring;
+	cq->ring_custom = custom;
+	cq->pd = pd;
+	atomic_fetch_add(&pd->users, 1);
 	return 0;
 }
 
@@ -250,12 +268,14 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	if (cqe < 1 || cqe > SWV_DEV_MAX_CQE)
 		return EINVAL;
 	uint32_t size = roundup_pow2((uint32_t)cqe);
-	struct ibv_wc *ring = calloc(size, sizeof(*ring));
+	bool custom;
+	struct ibv_wc *ring =
+	    swv_pd_buf_alloc(cq->pd, size, sizeof(*ring), SWV_RES_TYPE_CQ, &custom);
 	/* Timestamps (extended CQs) move with their CQEs; cq->ts is set once, at
 	 * creation, so reading it here without the lock is safe. */
 	uint64_t *ts = cq->ts ? calloc(size, sizeof(*ts)) : NULL;
 	if (!ring || (cq->ts && !ts)) {
-		free(ring);
+		swv_pd_buf_free(cq->pd, ring, SWV_RES_TYPE_CQ, custom);
 		free(ts);
 		return ENOMEM;
 	}
@@ -264,7 +284,7 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	uint32_t head = ld(&cq->head), n = ld(&cq->tail) - head;
 	if (n > size) {
 		pthread_mutex_unlock(&cq->lock);
-		free(ring);
+		swv_pd_buf_free(cq->pd, ring, SWV_RES_TYPE_CQ, custom);
 		free(ts);
 		return EINVAL; /* would drop completions */
 	}
@@ -275,7 +295,9 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	}
 	struct ibv_wc *old = cq->ring;
 	uint64_t *old_ts = cq->ts;
+	bool old_custom = cq->ring_custom;
 	cq->ring = ring;
+	cq->ring_custom = custom;
 	if (ts)
 		cq->ts = ts;
 	cq->size = size;
@@ -284,7 +306,7 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	cq->overflow = false;
 	((struct ibv_cq *)&cq->ibcq)->cqe = (int)size;
 	pthread_mutex_unlock(&cq->lock);
-	free(old);
+	swv_pd_buf_free(cq->pd, old, SWV_RES_TYPE_CQ, old_custom);
 	if (ts)
 		free(old_ts);
 	return 0;

@@ -25,6 +25,8 @@
 
 #include "util/list.h"
 
+struct swv_pd;
+
 struct swv_cq_ex;
 
 struct swv_comp_channel {
@@ -62,6 +64,10 @@ struct swv_cq {
 	struct swv_cq_ex *ex;
 	uint64_t *ts;
 	uint32_t async_events_reported; /* CQ async events handed out; under ctx->async.lock */
+	/* The parent domain it was created with (ibv_create_cq_ex), whose allocator gave
+	 * the ring when ring_custom; NULL: the ring is calloc'd. */
+	struct swv_pd *pd;
+	bool ring_custom;
 };
 
 static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)
@@ -83,6 +89,9 @@ struct swv_cq *swv_cq_create(struct ibv_context *ibctx, int cqe, void *cq_contex
 			     struct swv_comp_channel *ch, int comp_vector);
 /* 0, or EBUSY while QPs use it. Waits until every event handed out was acked. */
 int swv_cq_destroy(struct swv_cq *cq);
+/* Right after create: take the ring from parent domain pd's allocator (core/pd.h) and
+ * hold a use of pd. 0 or ENOMEM (the CQ is unchanged then). */
+int swv_cq_set_pd(struct swv_cq *cq, struct swv_pd *pd);
 /* 0, or EINVAL (bad size, fewer slots than queued completions), ENOMEM. */
 int swv_cq_resize(struct swv_cq *cq, int cqe);
 /* Number of completions queued (tests, tools). */

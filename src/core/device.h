@@ -34,7 +34,17 @@ struct swv_device {
 #define SWV_DEV_MAX_CQE      (1 << 20)
 #define SWV_DEV_MAX_MR       65535          /* 16-bit key index, index 0 unused */
 #define SWV_DEV_MAX_MR_SIZE  (1ull << 46)   /* a user-space VA range can never exceed it */
+/* Where user space ends, for the implicit ODP MR (core/mr.c): x86-64 user addresses
+ * are below 2^47 (with 5-level paging only for mappings asked for above), and an
+ * access above it is out of the MR's bounds -- a non-canonical address would raise a
+ * #GP that names no fault address, which the fault-safe copies cannot attribute. */
+#if defined(__x86_64__)
+#define SWV_USER_VA_LIMIT (1ull << 47)
+#else
+#define SWV_USER_VA_LIMIT (1ull << 48)
+#endif
 #define SWV_DEV_MAX_PD       65536
+#define SWV_DEV_MAX_DM_SIZE  (1ull << 20) /* device memory per context (core/dm.h) */
 #define SWV_DEV_MAX_AH       65536
 #define SWV_DEV_MAX_MSG_SZ   (1u << 31)
 #define SWV_DEV_VENDOR_ID    0xffffff       /* rxe's "no vendor": claims nobody's hardware */

@@ -62,6 +62,8 @@ void swv_mr_table_destroy(struct swv_mr_table *t)
 			free(e->mw);
 		} else if (e->key && !e->remote && !e->mw) {
 			atomic_fetch_sub(&e->mr->pd->users, 1);
+			if (e->mr->owner_users)
+				atomic_fetch_sub(e->mr->owner_users, 1);
 			free(e->mr);
 		}
 	}
@@ -212,6 +214,14 @@ static uint32_t new_key(struct swv_mr_table *t)
  * right that lets something write it. */
 static int check_mapping(const void *addr, size_t length, unsigned access)
 {
+	/* ODP memory is looked at per access, but only user space can ever be mapped
+	 * (and a copy at a non-canonical address cannot be made fault-safe): EFAULT, as a
+	 * range the kernel's access_ok refuses. */
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return (uintptr_t)addr < SWV_USER_VA_LIMIT &&
+			       length <= SWV_USER_VA_LIMIT - (uintptr_t)addr
+			   ? 0
+			   : EFAULT;
 	bool write =
 	    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
 	return swv_mem_check(addr, length, write);
@@ -221,8 +231,6 @@ int swv_mr_check_access(unsigned access)
 {
 	unsigned optional = IBV_ACCESS_OPTIONAL_RANGE;
 
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return EOPNOTSUPP; /* odp_caps are 0 */
 	/* Bits in the optional range (e.g. RELAXED_ORDERING) may be ignored by design;
 	 * any other unknown bit is an error. */
 	if (access & ~(SWV_ACCESS_KNOWN | optional))
@@ -245,19 +253,12 @@ static int check_range(const void *addr, size_t length, uint64_t iova)
 	return 0;
 }
 
-struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
-			       size_t length, uint64_t iova, unsigned access)
+/* Enter a checked range in the table under fresh keys. */
+static struct swv_mr *mr_insert(struct swv_context *ctx, struct swv_pd *pd, void *addr,
+				uint64_t length, uint64_t iova, unsigned access,
+				_Atomic unsigned *owner_users)
 {
 	struct swv_mr_table *t = &ctx->mrs;
-	int rc = swv_mr_check_access(access);
-	if (!rc)
-		rc = check_range(addr, length, iova);
-	if (!rc)
-		rc = check_mapping(addr, length, access);
-	if (rc) {
-		errno = rc;
-		return NULL;
-	}
 	struct swv_mr *mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		errno = ENOMEM;
@@ -268,6 +269,7 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->iova = iova;
 	mr->base = addr;
 	mr->length = length;
+	mr->owner_users = owner_users;
 	mr->ibmr.context = &ctx->vctx.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
@@ -293,7 +295,56 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	mr->ibmr.rkey = rkey;
 	mr->ibmr.handle = lkey; /* no kernel object: an opaque per-MR value */
 	atomic_fetch_add(&pd->users, 1);
+	if (owner_users)
+		atomic_fetch_add(owner_users, 1);
 	pthread_rwlock_unlock(&t->lock);
+	return mr;
+}
+
+/* The implicit ODP MR: the whole address space, as rdma-core asks for it. */
+static bool is_implicit(const void *addr, size_t length, unsigned access)
+{
+	return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+
+struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
+			       size_t length, uint64_t iova, unsigned access)
+{
+	bool implicit = is_implicit(addr, length, access);
+	int rc = swv_mr_check_access(access);
+	if (!rc && implicit && iova != 0)
+		rc = EINVAL; /* its IOVA space is the address space itself */
+	if (!rc && !implicit)
+		rc = check_range(addr, length, iova);
+	/* ODP pages need not be mapped now (check_mapping only bounds them): an access
+	 * that finds a hole fails then (the copies are fault-safe), as an HCA's page
+	 * fault it cannot serve. */
+	if (!rc && !implicit)
+		rc = check_mapping(addr, length, access);
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	/* the implicit MR reaches what user space can map (SWV_USER_VA_LIMIT), no further */
+	struct swv_mr *mr =
+	    mr_insert(ctx, pd, addr, implicit ? SWV_USER_VA_LIMIT : length, iova, access, NULL);
+	if (mr && implicit)
+		mr->ibmr.length = SIZE_MAX; /* as the application registered it */
+	return mr;
+}
+
+struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,
+				  size_t length, unsigned access, _Atomic unsigned *owner_users)
+{
+	int rc = swv_mr_check_access(access);
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	/* zero-based: IOVA 0 is 'base'; a length of 0 is an MR no access can use */
+	struct swv_mr *mr = mr_insert(ctx, pd, base, length, 0, access, owner_users);
+	if (mr)
+		mr->ibmr.addr = NULL; /* as rdma-core reports a DM MR */
 	return mr;
 }
 
@@ -314,6 +365,8 @@ int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 	}
 	pthread_rwlock_unlock(&t->lock);
 	atomic_fetch_sub(&mr->pd->users, 1);
+	if (mr->owner_users)
+		atomic_fetch_sub(mr->owner_users, 1);
 	free(mr);
 	return 0;
 }
@@ -337,8 +390,17 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
+	/* Device memory stays where it is, and zero-based. */
+	if (mr->owner_users && (flags & ~IBV_REREG_MR_CHANGE_PD))
+		return EINVAL;
+	/* The implicit MR has no translation to change, and without ON_DEMAND it would
+	 * be an ordinary MR of the whole address space. */
+	if (is_implicit(mr->base, mr->ibmr.length, mr->access) &&
+	    (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)))
+		return EOPNOTSUPP;
 	/* A new range, or new rights over the old one, must pass what registration
-	 * checks (the application races itself if it reregisters one MR twice at once). */
+	 * checks (the application races itself if it reregisters one MR twice at once);
+	 * an ODP MR's pages are checked at each access instead. */
 	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS)) {
 		bool tr = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
 		rc = check_mapping(tr ? addr : mr->base, tr ? length : mr->length, new_access);
@@ -380,7 +442,8 @@ static bool in_bounds(const struct swv_mr *mr, uint64_t va, uint64_t len)
 
 static inline uint8_t *host_addr(const struct swv_mr *mr, uint64_t va)
 {
-	return mr->base + (va - mr->iova);
+	/* integer arithmetic: the implicit ODP MR's base is NULL */
+	return (uint8_t *)((uintptr_t)mr->base + (uintptr_t)(va - mr->iova));
 }
 
 /* Resolve an lkey range for a copy: NULL unless key, PD, bounds and rights all hold. */
@@ -388,7 +451,8 @@ static struct swv_mr *local_mr(struct swv_mr_table *t, struct swv_pd *pd, uint32
 			       uint64_t va, uint64_t len, unsigned access)
 {
 	struct swv_mr *mr = swv_mr_lookup(t, lkey, false);
-	if (!mr || mr->pd != pd || (mr->access & access) != access || !in_bounds(mr, va, len))
+	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || (mr->access & access) != access ||
+	    !in_bounds(mr, va, len))
 		return NULL;
 	return mr;
 }
@@ -480,8 +544,8 @@ int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct i
 static uint8_t *window_ptr(const struct swv_mw *mw, struct swv_pd *pd, uint32_t qpn, uint64_t va,
 			   uint64_t len, unsigned access)
 {
-	if (!mw->valid || !mw->mr || !mw->length || mw->pd != pd || !access ||
-	    (mw->access & access) != access)
+	if (!mw->valid || !mw->mr || !mw->length || swv_pd_prot(mw->pd) != swv_pd_prot(pd) ||
+	    !access || (mw->access & access) != access)
 		return NULL;
 	if (mw->ibmw.type == IBV_MW_TYPE_2 && mw->qpn != qpn)
 		return NULL;
@@ -511,7 +575,8 @@ static uint8_t *remote_ptr(struct swv_mr_table *t, struct swv_pd *pd, uint32_t q
 	if (e->mw)
 		return window_ptr(e->mw, pd, qpn, va, len, access);
 	struct swv_mr *mr = e->mr;
-	if (mr->pd != pd || !access || (mr->access & access) != access || !in_bounds(mr, va, len))
+	if (swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access || (mr->access & access) != access ||
+	    !in_bounds(mr, va, len))
 		return NULL;
 	return host_addr(mr, va);
 }
@@ -574,6 +639,50 @@ int swv_mr_remote_atomic(struct swv_context *ctx, struct swv_pd *pd, uint32_t qp
 		} else {
 			rc = swv_atomic_app(p, cmp_swap, swap_add, cmp, orig);
 		}
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return rc;
+}
+
+/* ---- ibv_advise_mr ---- */
+
+int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, uint32_t flags,
+		  const struct ibv_sge *sg, uint32_t nsge)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int rc = 0;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EOPNOTSUPP; /* rxe: only the prefetch advices exist */
+	if ((flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH) || !nsge || !sg)
+		return EINVAL;
+	bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	pthread_rwlock_rdlock(&t->lock);
+	/* Every SGE names an ODP MR of this PD and lies in it, flush or not. */
+	for (uint32_t i = 0; i < nsge && !rc; i++) {
+		struct swv_mr *mr = swv_mr_lookup(t, sg[i].lkey, false);
+		if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) ||
+		    !(mr->access & IBV_ACCESS_ON_DEMAND))
+			rc = EINVAL;
+		else if (!in_bounds(mr, sg[i].addr, sg[i].length))
+			rc = EFAULT;
+		else if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+			rc = EINVAL;
+	}
+	/* Prefetching is faulting the pages in now (what a registration without ODP
+	 * does). NO_FAULT only maps what is present already: nothing to do here. With
+	 * FLUSH the answer waits for it and reports a range that cannot be faulted in;
+	 * without, it is best effort and its failure is the later access's. */
+	for (uint32_t i = 0; i < nsge && !rc && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
+	     i++) {
+		if (!sg[i].length)
+			continue;
+		struct swv_mr *mr = swv_mr_lookup(t, sg[i].lkey, false);
+		int r = swv_mem_check(host_addr(mr, sg[i].addr), sg[i].length, write);
+		if (r && (flags & IBV_ADVISE_MR_FLAG_FLUSH))
+			rc = r;
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
@@ -695,14 +804,14 @@ int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32
 	} else {
 		/* o10-37.2.30: a bound type 2 window must be invalidated first; C10-72:
 		 * the QP's PD; o10-37.2.40: a bind is never an unbind */
-		if (mw->valid || pd != mw->pd || !mr || !bi->length)
+		if (mw->valid || swv_pd_prot(pd) != swv_pd_prot(mw->pd) || !mr || !bi->length)
 			goto out;
 	}
 	if (mr) {
 		/* C10-73 bind right, C10-74 writable window needs local write, C10-75 the
 		 * window inside the MR; same PD; not onto a zero-based MR (rxe) */
-		if (mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
-		    (mr->access & IBV_ACCESS_ZERO_BASED))
+		if (swv_pd_prot(mr->pd) != swv_pd_prot(mw->pd) ||
+		    !(mr->access & IBV_ACCESS_MW_BIND) || (mr->access & IBV_ACCESS_ZERO_BASED))
 			goto out;
 		if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		    !(mr->access & IBV_ACCESS_LOCAL_WRITE))
@@ -748,14 +857,21 @@ int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, 
 	const struct swv_mr_key *e = rkey_entry(t, rkey);
 	struct swv_mw *mw = e ? e->mw : NULL;
 	/* o10-37.2.26: type 1 windows are not invalidated; 2B: only its own QP's peer */
-	if (mw && mw->ibmw.type == IBV_MW_TYPE_2 && mw->valid && mw->pd == pd &&
-	    (!remote || mw->qpn == qpn)) {
+	if (mw && mw->ibmw.type == IBV_MW_TYPE_2 && mw->valid &&
+	    swv_pd_prot(mw->pd) == swv_pd_prot(pd) && (!remote || mw->qpn == qpn)) {
 		mw_unbind(mw);
 		mw->valid = false;
 		rc = 0;
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
+}
+
+int swv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		  struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return swv_mr_advise(to_swv_ctx(pd->context), to_swv_pd(pd), advice, flags, sg_list,
+			     num_sge);
 }
 
 void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn)
@@ -815,7 +931,8 @@ int swv_mr_remote_flush(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn
 	pthread_rwlock_rdlock(&t->lock);
 	const struct swv_mr_key *e = rkey_entry(t, rkey);
 	struct swv_mr *mr = e && !e->mw ? e->mr : NULL;
-	if (!mr || mr->pd != pd || !access || (mr->access & access) != access) {
+	if (!mr || swv_pd_prot(mr->pd) != swv_pd_prot(pd) || !access ||
+	    (mr->access & access) != access) {
 		rc = EACCES;
 	} else {
 		if (whole_mr) {

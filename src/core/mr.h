@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ struct swv_mr {
 	uint64_t iova;      /* remote VA of byte 0 (= addr unless reg_mr_iova) */
 	uint8_t *base;      /* host address of byte 0 */
 	uint64_t length;
+	_Atomic unsigned *owner_users; /* what the memory belongs to (a DM), or NULL */
 	uint32_t nmw; /* memory windows bound to it (write lock): dereg refuses while > 0 */
 };
 
@@ -87,11 +89,17 @@ struct swv_mr_table {
 };
 
 /* Registration (the exported ibv_reg_mr* / ibv_dereg_mr / ibv_rereg_mr wrap these).
- * register: NULL + errno (EINVAL bad flags/range, EOPNOTSUPP ODP, ENOMEM, EFAULT
+ * register: NULL + errno (EINVAL bad flags/range, ENOMEM, EFAULT
  * when the range is not mapped in full, or not writable while the access asks for
- * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails). */
+ * LOCAL_WRITE / REMOTE_WRITE / REMOTE_ATOMIC, as rxe's page pinning fails; never for
+ * IBV_ACCESS_ON_DEMAND, whose pages are checked at each access). addr NULL, length
+ * SIZE_MAX with ON_DEMAND is the implicit MR: every address, iova = host address. */
 struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void *addr,
 			       size_t length, uint64_t iova, unsigned access);
+/* A zero-based MR over memory swverbs owns (device memory, core/dm.h): IOVA 0 is base;
+ * *owner_users counts it while it lives. NULL + errno as above (access only). */
+struct swv_mr *swv_mr_register_dm(struct swv_context *ctx, struct swv_pd *pd, void *base,
+				  size_t length, unsigned access, _Atomic unsigned *owner_users);
 /* 0, or EINVAL while memory windows are bound to it (rxe; IBA 10.6.7.2.6). */
 int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
 /* 0, EINVAL (bad flags/range; memory windows bound to it), EOPNOTSUPP or EFAULT (the
@@ -100,6 +108,15 @@ int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr);
  * atomically with respect to accesses; keys are kept. */
 int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct swv_pd *pd,
 		 void *addr, size_t length, unsigned access);
+/* ibv_advise_mr: 0, EOPNOTSUPP (an advice other than the prefetches), EINVAL (unknown
+ * flag, no SGE, an lkey that is not an ODP MR of pd, PREFETCH_WRITE into an MR without
+ * LOCAL_WRITE), EFAULT (an SGE outside its MR; with IBV_ADVISE_MR_FLAG_FLUSH also a
+ * range whose pages cannot be faulted in). */
+int swv_mr_advise(struct swv_context *ctx, struct swv_pd *pd, unsigned advice, uint32_t flags,
+		  const struct ibv_sge *sg, uint32_t nsge);
+/* The verbs_context op behind the inline ibv_advise_mr. */
+int swv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		  struct ibv_sge *sg_list, uint32_t num_sge);
 /* Access flags check shared with reg/rereg: 0, EINVAL or EOPNOTSUPP. */
 int swv_mr_check_access(unsigned access);
 

@@ -1,18 +1,60 @@
-/* Protection domain. Owner: core. */
+/* Protection domains and parent domains. Owner: core.
+ *
+ * A parent domain (ibv_alloc_parent_domain) stands wherever a PD does and protects as
+ * the PD it was made from: memory checks compare swv_pd_prot() of both sides, so an MR
+ * of the PD serves a QP of its parent domain and the reverse. What it adds: an optional
+ * thread domain, a pd_context, and allocators that swverbs' queue rings (QP send and
+ * receive rings, SRQ rings, rings of CQs created with it) are taken from. */
 #ifndef SWV_CORE_PD_H
 #define SWV_CORE_PD_H
 
+#include <infiniband/swverbs.h>
 #include <infiniband/verbs.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct swv_pd {
 	struct ibv_pd ibpd;
-	_Atomic unsigned users; /* MRs, QPs, SRQs, AHs using it: dealloc is EBUSY while > 0 */
+	_Atomic unsigned users; /* MRs, QPs, SRQs, AHs, CQs, parent domains using it:
+				 * dealloc is EBUSY while > 0 */
+	/* parent domains only (all zero for a PD) */
+	struct swv_pd *parent; /* the PD it protects as */
+	struct ibv_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment,
+		       uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
+	void *pd_context;
 };
 
 static inline struct swv_pd *to_swv_pd(struct ibv_pd *pd)
 {
 	return (struct swv_pd *)pd;
 }
+
+/* The PD whose protection applies: a parent domain's PD, else the PD itself. */
+static inline const struct swv_pd *swv_pd_prot(const struct swv_pd *pd)
+{
+	return pd && pd->parent ? pd->parent : pd;
+}
+
+/* A zeroed queue buffer of n * size bytes: from pd's allocator when it is a parent
+ * domain with one (*custom = true), else calloc. NULL when out of memory (or the
+ * allocator said NULL, or n * size overflows). */
+void *swv_pd_buf_alloc(struct swv_pd *pd, size_t n, size_t size, uint64_t type, bool *custom);
+/* Give back what swv_pd_buf_alloc gave (p may be NULL). */
+void swv_pd_buf_free(struct swv_pd *pd, void *p, uint64_t type, bool custom);
+
+/* verbs_context ops: alloc_parent_domain (NULL + EINVAL: no attr or PD, a PD of another
+ * context or itself a parent domain, unknown comp_mask bit, ALLOCATORS without both
+ * functions, a TD of another context), alloc_td (EINVAL: comp_mask), dealloc_td (0, or
+ * EBUSY while a parent domain holds it). A parent domain is freed by ibv_dealloc_pd. */
+struct ibv_pd *swv_alloc_parent_domain(struct ibv_context *context,
+				       struct ibv_parent_domain_init_attr *attr);
+struct ibv_td *swv_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *attr);
+int swv_dealloc_td(struct ibv_td *td);
+/* The part of ibv_dealloc_pd that undoes a parent domain (users already 0). */
+void swv_pd_release(struct swv_pd *pd);
 
 #endif

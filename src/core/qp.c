@@ -36,14 +36,16 @@ static uint32_t pow2_at_least(uint32_t n)
 	return p;
 }
 
-static int wq_init(struct swv_wq *q, uint32_t max_wr, uint32_t stride, uint32_t max_sge)
+static int wq_init(struct swv_wq *q, struct swv_pd *pd, uint64_t type, uint32_t max_wr,
+		   uint32_t stride, uint32_t max_sge)
 {
 	q->max_wr = max_wr;
 	q->max_sge = max_sge;
 	q->stride = (stride + 7) & ~7u;
 	q->nslots = pow2_at_least(max_wr ? max_wr : 1);
 	q->head = q->tail = 0;
-	q->buf = calloc(q->nslots, q->stride);
+	/* a parent domain's allocator provides the ring when it has one */
+	q->buf = swv_pd_buf_alloc(pd, q->nslots, q->stride, type, &q->buf_custom);
 	return q->buf ? 0 : ENOMEM;
 }
 
@@ -132,8 +134,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	}
 	qp->cap = cap;
 
-	rc = wq_init(&qp->sq, cap.max_send_wr, (uint32_t)sizeof(struct swv_send_wqe) + room,
-		     cap.max_send_sge);
+	rc = wq_init(&qp->sq, pd, SWV_RES_TYPE_QP_SQ, cap.max_send_wr,
+		     (uint32_t)sizeof(struct swv_send_wqe) + room, cap.max_send_sge);
 	if (!rc && srq_in) {
 		/* room for the one WQE the responder holds (core/srq.h) */
 		qp->srq = to_swv_srq(srq_in);
@@ -144,9 +146,9 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(SWV_SRQ_MAX_SGE));
 		rc = qp->srq_rwqe ? 0 : ENOMEM;
 	} else if (!rc && !ini)
-		rc = wq_init(&qp->rq, cap.max_recv_wr,
+		rc = wq_init(&qp->rq, pd, SWV_RES_TYPE_QP_RQ, cap.max_recv_wr,
 			     (uint32_t)sizeof(struct swv_recv_wqe) +
-				     cap.max_recv_sge * (uint32_t)sizeof(struct ibv_sge),
+				 cap.max_recv_sge * (uint32_t)sizeof(struct ibv_sge),
 			     cap.max_recv_sge);
 	if (rc)
 		goto fail_free;
@@ -212,8 +214,8 @@ fail_lock:
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&qp->lock);
 fail_free:
-	free(qp->sq.buf);
-	free(qp->rq.buf);
+	swv_pd_buf_free(pd, qp->sq.buf, SWV_RES_TYPE_QP_SQ, qp->sq.buf_custom);
+	swv_pd_buf_free(pd, qp->rq.buf, SWV_RES_TYPE_QP_RQ, qp->rq.buf_custom);
 	free(qp->srq_rwqe);
 	free(qp);
 fail:
@@ -306,8 +308,8 @@ int swv_qp_destroy(struct swv_qp *qp)
 	pthread_cond_destroy(&qp->qpx.qp_base.cond);
 	pthread_mutex_destroy(&qp->qpx.qp_base.mutex);
 	pthread_mutex_destroy(&qp->lock);
-	free(qp->sq.buf);
-	free(qp->rq.buf);
+	swv_pd_buf_free(qp->pd, qp->sq.buf, SWV_RES_TYPE_QP_SQ, qp->sq.buf_custom);
+	swv_pd_buf_free(qp->pd, qp->rq.buf, SWV_RES_TYPE_QP_RQ, qp->rq.buf_custom);
 	free(qp);
 	return 0;
 }

@@ -82,6 +82,7 @@ struct swv_wq {
 	uint32_t max_wr;  /* capacity promised to the user */
 	uint32_t max_sge;
 	uint32_t head, tail;
+	bool buf_custom; /* buf came from the PD's allocator (core/pd.h) */
 };
 
 static inline void *swv_wq_slot(const struct swv_wq *q, uint32_t idx)

@@ -30,14 +30,14 @@ static uint32_t pow2_at_least(uint32_t n)
 }
 
 /* A ring for max_wr WQEs of max_sge SGEs each. */
-static int ring_alloc(struct swv_wq *q, uint32_t max_wr, uint32_t max_sge)
+static int ring_alloc(struct swv_wq *q, struct swv_pd *pd, uint32_t max_wr, uint32_t max_sge)
 {
 	q->max_wr = max_wr;
 	q->max_sge = max_sge;
 	q->stride = ((uint32_t)swv_srq_wqe_size(max_sge) + 7) & ~7u;
 	q->nslots = pow2_at_least(max_wr);
 	q->head = q->tail = 0;
-	q->buf = calloc(q->nslots, q->stride);
+	q->buf = swv_pd_buf_alloc(pd, q->nslots, q->stride, SWV_RES_TYPE_SRQ, &q->buf_custom);
 	return q->buf ? 0 : ENOMEM;
 }
 
@@ -66,7 +66,7 @@ struct swv_srq *swv_srq_create(struct swv_pd *pd, struct ibv_srq_attr *attr, voi
 		rc = ENOMEM;
 		goto err;
 	}
-	rc = ring_alloc(&srq->wq, attr->max_wr, attr->max_sge);
+	rc = ring_alloc(&srq->wq, pd, attr->max_wr, attr->max_sge);
 	if (rc)
 		goto err_free;
 	srq->ctx = ctx;
@@ -107,13 +107,13 @@ static int ring_resize(struct swv_srq *srq, uint32_t max_wr)
 
 	if (max_wr < used)
 		return EINVAL; /* would drop posted WQEs */
-	int rc = ring_alloc(&n, max_wr, q->max_sge);
+	int rc = ring_alloc(&n, srq->pd, max_wr, q->max_sge);
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < used; i++)
 		memcpy(swv_wq_slot(&n, i), swv_wq_slot(q, q->head + i), q->stride);
 	n.tail = used;
-	free(q->buf);
+	swv_pd_buf_free(srq->pd, q->buf, SWV_RES_TYPE_SRQ, q->buf_custom);
 	*q = n;
 	return 0;
 }
@@ -187,7 +187,8 @@ int swv_srq_destroy(struct swv_srq *srq)
 	pthread_cond_destroy(&ib->cond);
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&srq->lock);
-	free(srq->wq.buf); /* WQEs still posted are released without completions */
+	/* WQEs still posted are released without completions */
+	swv_pd_buf_free(srq->pd, srq->wq.buf, SWV_RES_TYPE_SRQ, srq->wq.buf_custom);
 	free(srq);
 	return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ibv_rc_pingpong (ibverbs-utils), two processes, LID-addressed and with -g 0; the
-# new post-send API (-N) and completion timestamps (-t).
+# new post-send API (-N), completion timestamps (-t) and on-demand paging (-o/-O/-P).
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong ibverbs-utils
 for opts in "" "-g 0" "-s 65536 -n 200 -m 4096" "-e -n 200"; do
@@ -24,4 +24,11 @@ for opts in "-N -n 200" "-N -e -n 200" "-t -n 200" "-N -t -n 200"; do
 		done
 		;;
 	esac
+done
+# On-demand paging: -o registers the buffer with IBV_ACCESS_ON_DEMAND, -O as the implicit
+# whole-address-space MR, -P prefetches it with ibv_advise_mr (FLUSH) first.
+for opts in "-o -n 200" "-o -P -n 200" "-o -O -P -n 200"; do
+	p=$(free_port)
+	pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
+	grep -q "bytes in" "$TMP/rc_pingpong $opts.client" || fail "no throughput line ($opts)"
 done
