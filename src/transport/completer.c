@@ -579,6 +579,8 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 
 	if (r->rnr_until && now >= r->rnr_until)
 		r->rnr_until = 0; /* the cursor was rewound when the RNR NAK came */
+	/* Held back by our own link (a full socket buffer or ring: EAGAIN): */
+	bool tx_blocked = r->xmit_retry_at != 0;
 	if (r->xmit_retry_at && now >= r->xmit_retry_at)
 		r->xmit_retry_at = 0;
 	swv_fc_tx_timer(qp, now);
@@ -606,7 +608,15 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 	}
 	if (r->ack_deadline && now >= r->ack_deadline) {
 		r->ack_deadline = 0;
-		if (head_wqe(qp)) {
+		if (head_wqe(qp) && tx_blocked) {
+			/* Not the peer's silence: what it has not answered could not leave
+			 * (the intra-host ring of a busy or stopped receiver, docs/responder.md
+			 * "Retry rules"). A retry that cannot be sent must not spend retry_cnt;
+			 * wait another timeout. A dead receiver's ring is not refused (link/shm.h),
+			 * so its peer still ends in RETRY_EXC_ERR. */
+			uint64_t tmo = swv_ack_timeout_ns(qp);
+			r->ack_deadline = tmo ? now + tmo : 0;
+		} else if (head_wqe(qp)) {
 			r->n_timeouts++;
 			if (!retry(qp, "ack timeout"))
 				return;
