@@ -218,15 +218,33 @@ static struct cm_channel *chan_new(void)
 	return c;
 }
 
+/* Destroyed channels are kept, fd open, for a while: with the kernel's rdma_cm a thread
+ * still blocked in (or just entering) rdma_get_cm_event on a channel another thread
+ * destroys stays blocked, since close() does not wake a reader; programs rely on it
+ * (rping's CM thread is blocked there while main destroys the channel and returns). A
+ * freed channel would make that thread read a closed fd (EBADF: rping exits 255) or
+ * freed memory. So a destroyed channel keeps its fd, which nobody signals again, until
+ * CHAN_RETIRED later destroys have passed; then it is closed and freed. Under cm_lock. */
+#define CHAN_RETIRED 16
+static struct cm_channel *retired[CHAN_RETIRED];
+static unsigned nretired;
+
 static void chan_free(struct cm_channel *c)
 {
+	pthread_mutex_lock(&cm_lock);
 	while (c->head) {
 		struct cm_event *e = c->head;
 		c->head = e->next;
 		free(e);
 	}
-	close(c->ch.fd);
-	free(c);
+	c->tail = NULL;
+	struct cm_channel *old = retired[nretired % CHAN_RETIRED];
+	retired[nretired++ % CHAN_RETIRED] = c;
+	pthread_mutex_unlock(&cm_lock);
+	if (old) {
+		close(old->ch.fd);
+		free(old);
+	}
 }
 
 CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
