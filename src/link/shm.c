@@ -71,6 +71,7 @@ struct swv_shm_peer {
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
 	uint64_t full_since;  /* when the ring was first found full in a row (under lock) */
+	uint64_t owner_checked; /* when a full ring last asked whether its owner lives (lock) */
 };
 
 struct swv_shm_port {
@@ -615,13 +616,18 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		if (!p->full_since)
 			p->full_since = now;
 		bool stuck = now - p->full_since > FULL_DROP_NS;
+		/* The liveness check costs two system calls: at most once per millisecond,
+		 * not at every refused attempt of every blocked QP. */
+		bool ask = now - p->owner_checked >= 1000000ull;
+		if (ask)
+			p->owner_checked = now;
 		pthread_mutex_unlock(&p->lock);
 		stat_add(&sp->tx_full, 1);
 		/* A receiver that died holds its ring full for ever: what is sent to it is
 		 * lost, as datagrams to a closed port are, and the route is looked up again.
 		 * One that stopped (SIGSTOP, a debugger) loses it too after FULL_DROP_NS, as
 		 * its full socket buffer would, instead of holding the sender's queue. */
-		if (owner_dead(p->hdr)) {
+		if (ask && owner_dead(p->hdr)) {
 			atomic_store(&p->stale, true);
 			return 0;
 		}
