@@ -132,9 +132,9 @@ static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool er
 /* ibv_read_comp_cntr / ibv_read_err_comp_cntr: the value, and -- whoever waits makes
  * progress -- once it has stood still for SWV_CNTR_READ_STILL reads in a row, one
  * swv_progress_drive for the counter's context (which is also every attached QP's:
- * attach refuses a QP of another context). While the count moves a read is a load
- * and a compare; on an idle context (nothing in flight, nothing received lately) a
- * still read is loads only, no store and no pass. */
+ * attach refuses a QP of another context). On an idle context (nothing in flight,
+ * nothing received lately) a read is loads only, no store and no pass; while work is
+ * in flight it is a few loads and a compare, and stores only when the value moved. */
 #define SWV_CNTR_READ_STILL 64
 /* Both store the value in *value and return 0, so that the API functions end in a
  * tail call: the common read needs no stack frame (bench_cntr's read row). */
