@@ -70,7 +70,6 @@ struct swv_shm_peer {
 	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
-	uint64_t full_since;  /* when the ring was first found full in a row (under lock) */
 	uint64_t owner_checked; /* when a full ring last asked whether its owner lives (lock) */
 };
 
@@ -110,19 +109,6 @@ static void atfork_init(void)
 static inline bool port_inert(const struct swv_shm_port *sp)
 {
 	return swv_unlikely(sp->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed));
-}
-
-/* A ring full for longer than this belongs to a receiver that stopped (SIGSTOP, a
- * debugger): a datagram (UD) sent to it is then dropped, as a full socket buffer drops
- * it, instead of holding the sender's queue. Connected traffic keeps waiting: RC
- * retransmits anyway, and a UC sender's credit says the receiver has room for it. */
-#define FULL_DROP_NS 10000000ull
-
-/* Whether the packet in iov is of the unreliable datagram service (the transport bits
- * of its BTH opcode: 011, docs/wire.md). */
-static inline bool datagram_service(const struct iovec *iov)
-{
-	return iov[0].iov_len && (((const uint8_t *)iov[0].iov_base)[0] >> 5) == 3;
 }
 
 static inline uint64_t round8(uint64_t v)
@@ -613,9 +599,6 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 	}
 	if (end - head > SWV_SHM_RING_BYTES) {
 		uint64_t now = swv_now_ns();
-		if (!p->full_since)
-			p->full_since = now;
-		bool stuck = now - p->full_since > FULL_DROP_NS;
 		/* The liveness check costs two system calls: at most once per millisecond,
 		 * not at every refused attempt of every blocked QP. */
 		bool ask = now - p->owner_checked >= 1000000ull;
@@ -625,19 +608,16 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		stat_add(&sp->tx_full, 1);
 		/* A receiver that died holds its ring full for ever: what is sent to it is
 		 * lost, as datagrams to a closed port are, and the route is looked up again.
-		 * One that stopped (SIGSTOP, a debugger) loses it too after FULL_DROP_NS, as
-		 * its full socket buffer would, instead of holding the sender's queue. */
+		 * One that stopped (SIGSTOP, a debugger) refuses, as a full socket buffer
+		 * does; what to do then is the transport's (a UD requester drops after a
+		 * while). */
 		if (ask && owner_dead(p->hdr)) {
 			atomic_store(&p->stale, true);
 			return 0;
 		}
-		if (stuck && datagram_service(iov)) {
-			ring_if_sleeping(sp, p);
-			return 0;
-		}
+		ring_if_sleeping(sp, p); /* it has packets to take, should a doorbell be lost */
 		return EAGAIN;
 	}
-	p->full_since = 0;
 	uint64_t pos = p->tail;
 	int vi = 0;
 	size_t voff = 0;

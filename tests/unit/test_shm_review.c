@@ -18,8 +18,9 @@
  *  shm_full_sender  /dev/shm full when a sender first routes to an existing inbox: UDP,
  *                no SIGBUS.
  *  stalled_receiver  a live receiver that does not drain (stopped): after a bounded
- *                time datagrams (UD) to it are dropped as over UDP, and the sender's
- *                queue moves; connected (RC/UC) packets stay refused (EAGAIN).
+ *                time a UD QP's datagrams to it are dropped as over UDP (by the UD
+ *                requester, whatever the link), and its send queue moves; an RC QP's
+ *                packets stay refused (EAGAIN) and its WQE outstanding.
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
@@ -31,6 +32,7 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,8 +46,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/qp.h"
+#include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
+#include "net/addr.h"
+#include "transport/requester.h"
 #include "util/clock.h"
 
 /* The shared layout of shm.c (struct shm_hdr / shm_slot), as another process sees it. */
@@ -69,19 +75,13 @@ static void ep_open_shm(struct swv_endpoint *ep)
 	CHECK(ep->shm);
 }
 
-/* A 64-byte packet whose first byte (the BTH opcode) is op. */
-static int send_op(struct swv_endpoint *from, const struct sockaddr_in *to, uint8_t op)
+/* A 64-byte packet. */
+static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
 {
 	uint8_t pkt[64];
 	memset(pkt, 0xa5, sizeof(pkt));
-	pkt[0] = op;
 	struct iovec v = {pkt, sizeof(pkt)};
 	return swv_ep_send(from, to, &v, 1);
-}
-
-static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
-{
-	return send_op(from, to, 0xa5);
 }
 
 static void inbox_path(char *buf, size_t len, uint16_t port)
@@ -397,11 +397,29 @@ static void shm_full_sender(void)
 	run_full(__func__, true);
 }
 
+/* The QP's port stats, read as swverbs-stat does. */
+static struct swv_shm_stats qp_shm_stats(struct ibv_qp *qp)
+{
+	struct swv_shm_stats st;
+	swv_shm_get_stats(to_swv_qp(qp)->ep->shm, &st);
+	return st;
+}
+
+static uint64_t ud_refused_drops(struct ibv_qp *qp)
+{
+	struct swv_qp *q = to_swv_qp(qp);
+	pthread_mutex_lock(&q->lock);
+	uint64_t n = q->req.n_ud_refused_drops;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
 /* A receiver that is alive but does not drain (stopped: SIGSTOP, a debugger, ^Z) holds
- * its ring full for ever, and swv_shm_send answers EAGAIN for ever. Over UDP the same
- * send succeeds (the datagram is dropped at the full socket), so a UD or UC QP moves on;
- * on the link its WQE stays at the head of the SQ, retried every 50 us, and every later
- * WQE to every other destination waits behind it. */
+ * its ring full for ever, and the link refuses (EAGAIN) every packet to it for ever.
+ * Over UDP the same datagram is dropped at the full socket, so a UD QP moves on; on the
+ * link its WQE stayed at the head of the SQ, retried every 50 us, and every later WQE
+ * to every other destination waited behind it. The UD requester now drops a datagram
+ * refused for longer than SWV_UD_REFUSED_DROP_NS; an RC QP keeps waiting. */
 static void stalled_receiver(void)
 {
 	int pfd[2];
@@ -417,30 +435,104 @@ static void stalled_receiver(void)
 	}
 	uint16_t port;
 	CHECK(read(pfd[0], &port, sizeof(port)) == (ssize_t)sizeof(port));
-	struct swv_endpoint s;
-	ep_open_shm(&s);
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
-	const uint8_t ud_send = 0x64, rc_send = 0x04; /* UD / RC SEND_ONLY */
-	int rc = 0;
-	for (int i = 0; i < 100000 && rc == 0; i++)
-		rc = send_op(&s, &to, ud_send);
-	CHECK_EQ(rc, EAGAIN); /* the ring is full */
-	uint64_t until = swv_now_ns() + 2000000000ull;
-	while (rc == EAGAIN && swv_now_ns() < until) {
-		usleep(1000);
-		rc = send_op(&s, &to, ud_send);
+
+	struct ibv_context *ctx = swvt_open_first_device();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	CHECK_PTR(pd);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+	CHECK_PTR(cq);
+	enum { LEN = 2048, DEPTH = 64, N = 1024 }; /* N datagrams hold twice the ring */
+	struct ibv_mr *mr = swvt_reg_buf(pd, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = IBV_QPT_UD,
+	    .cap = {.max_send_wr = DEPTH, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *ud = ibv_create_qp(pd, &ia);
+	CHECK_PTR(ud);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111};
+	CHECK_OK(
+	    ibv_modify_qp(ud, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+	a.qp_state = IBV_QPS_RTR;
+	CHECK_OK(ibv_modify_qp(ud, &a, IBV_QP_STATE));
+	a.qp_state = IBV_QPS_RTS;
+	CHECK_OK(ibv_modify_qp(ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	struct ibv_ah_attr aa;
+	swvt_local_ah_attr(ctx, &aa);
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK_PTR(ah);
+
+	/* N datagrams to the stalled port: each completes (sent or, once the ring is full
+	 * and has refused long enough, dropped). */
+	struct ibv_sge sge = {(uintptr_t)mr->addr, LEN, mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = swv_qpn_make(port, 1);
+	wr.wr.ud.remote_qkey = 0x11111111;
+	int posted = 0, done = 0;
+	uint64_t until = swv_now_ns() + 20000000000ull;
+	while (done < N && swv_now_ns() < until) {
+		while (posted < N && posted - done < DEPTH) {
+			wr.wr_id = (uint64_t)posted;
+			CHECK_OK(ibv_post_send(ud, &wr, &bad));
+			posted++;
+		}
+		struct ibv_wc wc[16];
+		int n = ibv_poll_cq(cq, 16, wc);
+		CHECK(n >= 0);
+		for (int i = 0; i < n; i++)
+			CHECK_EQ(wc[i].status, IBV_WC_SUCCESS);
+		done += n;
+		if (!n)
+			usleep(100);
 	}
-	EXPECT(rc != EAGAIN, "a stalled live receiver makes every datagram to it EAGAIN for ever");
-	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit). */
-	EXPECT(send_op(&s, &to, rc_send) == EAGAIN,
-	       "an RC packet to a stalled receiver was dropped instead of refused");
+	CHECK(qp_shm_stats(ud).tx_full > 0); /* the link did refuse: the ring filled */
+	EXPECT(done == N && ud_refused_drops(ud) > 0,
+	       "a stalled live receiver holds a UD QP's send queue for ever");
+
+	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit): an RC
+	 * SEND refused for several times the bound is neither completed nor failed. */
+	ia.qp_type = IBV_QPT_RC;
+	struct ibv_qp *rc = ibv_create_qp(pd, &ia);
+	CHECK_PTR(rc);
+	swvt_pair_to_init(rc);
+	swvt_pair_to_rtr(rc, swv_qpn_make(port, 2));
+	swvt_pair_to_rts(rc, 14);
+	uint64_t refused = qp_shm_stats(rc).tx_full;
+	wr.wr_id = 7;
+	CHECK_OK(ibv_post_send(rc, &wr, &bad));
+	uint64_t t0 = swv_now_ns();
+	until = t0 + 20000000000ull;
+	struct ibv_wc wc;
+	int n = 0;
+	while (n == 0 && swv_now_ns() < until &&
+	       (swv_now_ns() - t0 < 3 * SWV_UD_REFUSED_DROP_NS ||
+		qp_shm_stats(rc).tx_full == refused)) {
+		n = ibv_poll_cq(cq, 1, &wc);
+		usleep(1000);
+	}
+	CHECK(qp_shm_stats(rc).tx_full > refused);
+	EXPECT(n == 0, "an RC packet to a stalled receiver was dropped instead of refused");
+	struct ibv_qp_init_attr qia;
+	CHECK_OK(ibv_query_qp(rc, &a, IBV_QP_STATE, &qia));
+	CHECK_EQ(a.qp_state, IBV_QPS_RTS);
+
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
 	char path[160];
 	inbox_path(path, sizeof(path), port);
 	(void)unlink(path);
-	swv_ep_close(&s);
+	CHECK_OK(ibv_destroy_qp(rc));
+	CHECK_OK(ibv_destroy_qp(ud));
+	CHECK_OK(ibv_destroy_ah(ah));
+	swvt_dereg_buf(mr);
+	CHECK_OK(ibv_destroy_cq(cq));
+	CHECK_OK(ibv_dealloc_pd(pd));
+	CHECK_OK(ibv_close_device(ctx));
 	close(pfd[0]);
 	close(pfd[1]);
 }
