@@ -21,14 +21,19 @@
  *                time a UD QP's datagrams to it are dropped as over UDP (by the UD
  *                requester, whatever the link), and its send queue moves; an RC QP's
  *                packets stay refused (EAGAIN) and its WQE outstanding.
+ *  route_eviction  a port that has talked to SWV_SHM_MAX_PEERS destinations still
+ *                reaches new ones through the link (idle routes are evicted), and an
+ *                evicted route's slot is given back.
+ *  route_churn   two threads send through one port to more destinations than its
+ *                table holds while routes are evicted under them: every packet
+ *                reaches the receiver it was sent to.
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
  *  fuzz_rx       garbage in every shared field never makes the receiver read outside
  *                the mapping.
- * Two findings of that review are still open (docs/design.md, "The intra-host link"):
- * the per-port destination table never evicts, and a same-user process that truncates
- * an inbox can make its receiver fault.
+ * One finding of that review is still open (docs/design.md, "The intra-host link"): a
+ * same-user process that truncates an inbox can make its receiver fault.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -73,6 +78,14 @@ static void ep_open_shm(struct swv_endpoint *ep)
 	CHECK_OK(swv_ep_open(ep, lo(), NULL));
 	CHECK_OK(swv_ep_attach_shm(ep));
 	CHECK(ep->shm);
+}
+
+/* Whether from routes to through the link (the route is let go at once). */
+static bool routed(struct swv_shm_port *from, const struct sockaddr_in *to)
+{
+	struct swv_shm_peer *p = swv_shm_route(from, to);
+	swv_shm_put(from, p);
+	return p != NULL;
 }
 
 /* A 64-byte packet. */
@@ -120,15 +133,15 @@ static void slot_leak(void)
 	struct swv_endpoint r;
 	ep_open_shm(&r);
 	struct sockaddr_in to = swv_ep_sockaddr(&r);
-	int routed = 0;
+	int nrouted = 0;
 	for (int i = 0; i < SWV_SHM_SLOTS + 8; i++) {
 		struct swv_endpoint s;
 		ep_open_shm(&s);
-		if (swv_shm_route(s.shm, &to))
-			routed++;
+		if (routed(s.shm, &to))
+			nrouted++;
 		swv_ep_close(&s); /* one at a time: never more than one sender alive */
 	}
-	EXPECT(routed == SWV_SHM_SLOTS + 8,
+	EXPECT(nrouted == SWV_SHM_SLOTS + 8,
 	       "closed senders of a live process keep their slots: later senders fall back to UDP");
 	swv_ep_close(&r);
 }
@@ -144,7 +157,7 @@ static void closing_sender(void)
 	CHECK(rp);
 	ep_open_shm(&s);
 	struct sockaddr_in to = swv_ep_sockaddr(&r), from = swv_ep_sockaddr(&s);
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	CHECK_EQ(send_one(&s, &to), 0);
 	swv_ep_close(&s);
 	struct swv_rx_pkt got[4];
@@ -177,7 +190,7 @@ static void port_reuse(void)
 	struct swv_endpoint s;
 	ep_open_shm(&s);
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	CHECK_OK(send_one(&s, &to));
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
@@ -228,7 +241,7 @@ static void hostile_tail(void)
 	struct swv_endpoint s;
 	ep_open_shm(&s);
 	struct sockaddr_in to = swv_ep_sockaddr(&r);
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	(void)send_one(&s, &to);
 	/* A sound sender leaves a slot with such positions alone (and may claim ring 1,
 	 * which it then writes legitimately); it must never write past ring 0's end. */
@@ -354,7 +367,7 @@ static void run_full(const char *fn, bool sender)
 			ep_open_shm(&s);
 			fill_shm();
 			struct sockaddr_in to = swv_ep_sockaddr(&r);
-			(void)swv_shm_route(s.shm, &to); /* must answer NULL (UDP), not crash */
+			(void)routed(s.shm, &to); /* must answer NULL (UDP), not crash */
 			swv_ep_close(&s);
 		} else {
 			fill_shm();
@@ -559,7 +572,7 @@ static void pid_namespace(void)
 		if (g == 0) {
 			struct swv_endpoint s;
 			ep_open_shm(&s);
-			(void)swv_shm_route(s.shm, &to);
+			(void)routed(s.shm, &to);
 			swv_ep_close(&s);
 			_exit(0);
 		}
@@ -579,6 +592,194 @@ static void pid_namespace(void)
 	EXPECT(stat(path, &sb) == 0,
 	       "a sender in another PID namespace unlinked a live receiver's inbox");
 	swv_ep_close(&r);
+}
+
+/* Send one packet from s to r until it goes through the link (not UDP): at once for a
+ * destination the table holds or has room for, after a wait for one that needs an idle
+ * route evicted (until 'until'). Then the receiver takes it. Whether it went through
+ * the link. */
+static bool send_via_shm(struct swv_endpoint *s, struct swv_endpoint *r, uint64_t until)
+{
+	struct sockaddr_in to = swv_ep_sockaddr(r), from = swv_ep_sockaddr(s);
+	for (;;) {
+		struct swv_shm_stats b, a;
+		swv_shm_get_stats(s->shm, &b);
+		CHECK_OK(send_one(s, &to));
+		swv_shm_get_stats(s->shm, &a);
+		if (a.tx_pkts == b.tx_pkts + 1)
+			break;
+		uint8_t d[256]; /* it went as a datagram: take it off the socket */
+		while (recv(r->fd, d, sizeof(d), MSG_DONTWAIT) >= 0)
+			;
+		if (swv_now_ns() > until)
+			return false;
+		usleep(1000);
+	}
+	struct swv_rx_pkt pk[4];
+	CHECK_EQ(swv_shm_rx_take(r->shm, pk, 4), 1);
+	CHECK(pk[0].src.sin_port == from.sin_port);
+	swv_shm_rx_release(r->shm); /* drained: its ring is idle */
+	return true;
+}
+
+/* Who holds slot 0 of the inbox of port: its claimer's pid, 0 when free. */
+static int32_t slot0_pid(uint16_t port)
+{
+	uint8_t *m = map_inbox(port);
+	int32_t pid = atomic_load((_Atomic int32_t *)(m + L_SLOTS_OFF));
+	munmap(m, L_SIZE);
+	return pid;
+}
+
+/* The per-port destination table (SWV_SHM_MAX_PEERS) never evicted: a long-lived port
+ * that had talked to 64 destinations used UDP for every new one, for ever. Now the least
+ * recently used destination, idle and drained, makes room and gives its slot back in
+ * the receiver's inbox; an evicted destination comes back through the link too. */
+static void route_eviction(void)
+{
+	enum { N = SWV_SHM_MAX_PEERS + 16 };
+	struct swv_endpoint s, *r = calloc(N, sizeof(*r));
+	CHECK_PTR(r);
+	ep_open_shm(&s);
+	for (int i = 0; i < N; i++)
+		ep_open_shm(&r[i]);
+	uint64_t until = swv_now_ns() + 20000000000ull;
+	int via_shm = 0;
+	for (int i = 0; i < N; i++)
+		via_shm += send_via_shm(&s, &r[i], until);
+	struct swv_shm_stats st;
+	swv_shm_get_stats(s.shm, &st);
+	EXPECT(via_shm == N && st.evictions == N - SWV_SHM_MAX_PEERS &&
+		   st.peers == SWV_SHM_MAX_PEERS,
+	       "past 64 destinations a port's new ones use UDP");
+	int held = 0, freed = 0;
+	for (int i = 0; i < N; i++) {
+		int32_t pid = slot0_pid(r[i].port);
+		held += pid == getpid();
+		freed += pid == 0;
+	}
+	EXPECT(held == SWV_SHM_MAX_PEERS && freed == N - SWV_SHM_MAX_PEERS,
+	       "an evicted destination's slot stays claimed in its receiver's inbox");
+	/* every destination again: the evicted ones come back, each evicting another */
+	via_shm = 0;
+	for (int i = 0; i < N; i++)
+		via_shm += send_via_shm(&s, &r[i], until);
+	EXPECT(via_shm == N, "an evicted destination does not come back through the link");
+	swv_ep_close(&s);
+	for (int i = 0; i < N; i++)
+		swv_ep_close(&r[i]);
+	free(r);
+}
+
+/* Two threads send through one port to more destinations than its table holds, with
+ * routes evictable as soon as they are drained, while this thread drains every
+ * receiver: a route a sender holds is never given to another destination under it --
+ * every packet arrives at the receiver it was sent to (on the link or over UDP) -- and
+ * routes are evicted all along. Under ThreadSanitizer it also checks the hold/evict
+ * protocol for races. */
+enum { CHURN_N = SWV_SHM_MAX_PEERS + 16, CHURN_SENDS = 3000 };
+struct churn {
+	struct swv_endpoint *s, *r;
+	unsigned seed;
+	_Atomic int *running;
+};
+
+static void *churn_sender(void *arg)
+{
+	struct churn *c = arg;
+	for (int k = 0; k < CHURN_SENDS; k++) {
+		uint32_t i = (uint32_t)rand_r(&c->seed) % CHURN_N;
+		uint8_t pkt[64];
+		memset(pkt, 0, sizeof(pkt));
+		memcpy(pkt, &i, sizeof(i)); /* the receiver it is for */
+		struct iovec v = {pkt, sizeof(pkt)};
+		struct sockaddr_in to = swv_ep_sockaddr(&c->r[i]);
+		int rc;
+		do {
+			/* swv_ep_send's own steps, with a yield between them now and then: a
+			 * route held while the other thread evicts */
+			struct swv_shm_peer *p = swv_shm_route(c->s->shm, &to);
+			if (p && k % 2)
+				sched_yield();
+			rc = p ? swv_shm_send(c->s->shm, p, &v, 1, 0, 1)
+			       : swv_ep_send(c->s, &to, &v, 1);
+			if (rc == EAGAIN)
+				sched_yield(); /* a full ring: the drainer is behind */
+		} while (rc == EAGAIN);
+		CHECK_OK(rc);
+	}
+	atomic_fetch_sub(c->running, 1);
+	return NULL;
+}
+
+/* Take what r[i] got on both links; count what was meant for another receiver. */
+static int churn_drain(struct swv_endpoint *r, uint32_t i, int *got)
+{
+	int wrong = 0;
+	struct swv_rx_pkt pk[64];
+	int n = swv_shm_rx_take(r->shm, pk, 64);
+	for (int k = 0; k < n; k++) {
+		uint32_t to;
+		memcpy(&to, pk[k].buf, sizeof(to));
+		wrong += pk[k].len != 64 || to != i;
+	}
+	swv_shm_rx_release(r->shm);
+	*got += n;
+	uint8_t d[256];
+	ssize_t l;
+	while ((l = recv(r->fd, d, sizeof(d), MSG_DONTWAIT)) >= 0) {
+		if (swv_shm_is_doorbell(d, (size_t)l))
+			continue;
+		uint32_t to;
+		memcpy(&to, d, sizeof(to));
+		wrong += l != 64 || to != i;
+		(*got)++;
+	}
+	return wrong;
+}
+
+static void route_churn(void)
+{
+	struct swv_endpoint s, *r = calloc(CHURN_N, sizeof(*r));
+	CHECK_PTR(r);
+	ep_open_shm(&s);
+	for (int i = 0; i < CHURN_N; i++) {
+		ep_open_shm(&r[i]);
+		int big = 4 << 20; /* no datagram lost at a receiver's socket */
+		(void)setsockopt(r[i].fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	}
+	swv_shm_test_set_idle(0);
+	_Atomic int running = 2;
+	struct churn c[2] = {{&s, r, 1, &running}, {&s, r, 2, &running}};
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		CHECK_OK(pthread_create(&t[k], NULL, churn_sender, &c[k]));
+	int wrong = 0, got = 0;
+	while (atomic_load(&running)) {
+		for (uint32_t i = 0; i < CHURN_N; i++)
+			wrong += churn_drain(&r[i], i, &got);
+		sched_yield();
+	}
+	for (int k = 0; k < 2; k++)
+		CHECK_OK(pthread_join(t[k], NULL));
+	/* the last ones: every send has returned, the datagrams may still be in flight */
+	uint64_t until = swv_now_ns() + 10000000000ull;
+	while (got < 2 * CHURN_SENDS && swv_now_ns() < until) {
+		for (uint32_t i = 0; i < CHURN_N; i++)
+			wrong += churn_drain(&r[i], i, &got);
+		if (got < 2 * CHURN_SENDS)
+			usleep(1000);
+	}
+	swv_shm_test_set_idle(SWV_SHM_IDLE_NS);
+	struct swv_shm_stats st;
+	swv_shm_get_stats(s.shm, &st);
+	CHECK_EQ(got, 2 * CHURN_SENDS);
+	CHECK(st.evictions > 0);
+	EXPECT(wrong == 0, "a packet reached another receiver than the one it was sent to");
+	swv_ep_close(&s);
+	for (int i = 0; i < CHURN_N; i++)
+		swv_ep_close(&r[i]);
+	free(r);
 }
 
 /* Not a defect (passes): garbage in every shared field and record of an inbox never
@@ -649,6 +850,8 @@ int main(int argc, char **argv)
 		 {"shm_full_sender", shm_full_sender},
 		 {"stalled_receiver", stalled_receiver},
 		 {"pid_namespace", pid_namespace},
+		 {"route_eviction", route_eviction},
+		 {"route_churn", route_churn},
 		 {"fuzz_rx", fuzz_rx}};
 	signal(SIGPIPE, SIG_IGN);
 	if (!swv_shm_enabled())
