@@ -449,10 +449,9 @@ static void stalled_receiver(void)
 	uint16_t port;
 	CHECK(read(pfd[0], &port, sizeof(port)) == (ssize_t)sizeof(port));
 
-	struct ibv_context *ctx = swvt_open_first_device();
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	CHECK_PTR(pd);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+	struct swvt_dev d = swvt_dev_open();
+	struct ibv_pd *pd = d.pd;
+	struct ibv_cq *cq = ibv_create_cq(d.ctx, 256, NULL, NULL, 0);
 	CHECK_PTR(cq);
 	enum { LEN = 2048, DEPTH = 64, N = 1024 }; /* N datagrams hold twice the ring */
 	struct ibv_mr *mr = swvt_reg_buf(pd, LEN, IBV_ACCESS_LOCAL_WRITE);
@@ -471,7 +470,7 @@ static void stalled_receiver(void)
 	a.qp_state = IBV_QPS_RTS;
 	CHECK_OK(ibv_modify_qp(ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
 	struct ibv_ah_attr aa;
-	swvt_local_ah_attr(ctx, &aa);
+	swvt_local_ah_attr(d.ctx, &aa);
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
 	CHECK_PTR(ah);
 
@@ -544,8 +543,7 @@ static void stalled_receiver(void)
 	CHECK_OK(ibv_destroy_ah(ah));
 	swvt_dereg_buf(mr);
 	CHECK_OK(ibv_destroy_cq(cq));
-	CHECK_OK(ibv_dealloc_pd(pd));
-	CHECK_OK(ibv_close_device(ctx));
+	swvt_dev_close(&d);
 	close(pfd[0]);
 	close(pfd[1]);
 }
