@@ -675,7 +675,7 @@ static void route_eviction(void)
  * every packet arrives at the receiver it was sent to (on the link or over UDP) -- and
  * routes are evicted all along. Under ThreadSanitizer it also checks the hold/evict
  * protocol for races. */
-enum { CHURN_N = SWV_SHM_MAX_PEERS + 16, CHURN_SENDS = 3000 };
+enum { CHURN_N = SWV_SHM_MAX_PEERS + 16, CHURN_SENDS = 2000 };
 struct churn {
 	struct swv_endpoint *s, *r;
 	unsigned seed;
