@@ -24,9 +24,10 @@
  *  route_eviction  a port that has talked to SWV_SHM_MAX_PEERS destinations still
  *                reaches new ones through the link (idle routes are evicted), and an
  *                evicted route's slot is given back.
- *  route_churn   two threads send through one port to more destinations than its
- *                table holds while routes are evicted under them: every packet
- *                reaches the receiver it was sent to.
+ *  route_churn   (guards the eviction; the reviewed code never evicted) two threads
+ *                send through one port to more destinations than its table holds
+ *                while routes are evicted under them: every packet reaches the
+ *                receiver it was sent to.
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
