@@ -133,6 +133,7 @@ static void retry_selective(struct swv_qp *qp, uint32_t psn)
 		return;
 	r->sr_pending = true;
 	r->sr_active = true;
+	r->sr_probe = false;
 	r->sr_psn = psn;
 	r->sr_hi = r->sent_psn;
 }
@@ -152,11 +153,18 @@ static void selective_answer(struct swv_qp *qp, uint32_t psn)
 	r->sr_active = false;
 	if (psn != r->sr_psn || swv_psn_cmp(r->una_psn, r->sr_hi) >= 0 || !head_wqe(qp))
 		return;
+	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N%s",
+		qp->qpn, psn, r->sr_hi, r->sr_probe ? " (probe)" : "");
+	rewind_cursor(qp);
+	if (r->sr_probe)
+		return; /* see below */
+	/* Only the answer to a NAK says the peer keeps nothing: it NAKed p because a later
+	 * packet had reached it. A probe's answer may just find a peer that has not read
+	 * the rest yet (a loaded host's receiver falls milliseconds behind): the rest is
+	 * resent, but the next NAKs still try selective repeat -- taking the peer for one
+	 * without a reorder buffer halved the window at each of them. */
 	r->n_sr_fallbacks++;
 	r->sr_gbn_left = SWV_SR_GBN_AFTER_FALLBACK;
-	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N",
-		qp->qpn, psn, r->sr_hi);
-	rewind_cursor(qp);
 }
 
 /* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
@@ -851,7 +859,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 				/* the head is a SEND/WRITE: resend its oldest unacknowledged
 				 * packet alone (AckReq); the answer tells what else is missing
 				 * -- an ACK for just that PSN sends the rest (selective_answer) */
-				r->sr_pending = r->sr_active = true;
+				r->sr_pending = r->sr_active = r->sr_probe = true;
 				r->sr_psn = r->una_psn;
 				r->sr_hi = r->sent_psn;
 			} else if (w->opcode == IBV_WR_RDMA_READ && swv_req_read_executed(qp, w)) {

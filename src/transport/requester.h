@@ -110,6 +110,7 @@ struct swv_req_state {
 	 * from there. A tail-loss probe of a SEND/WRITE head resends una_psn the same way. */
 	bool sr_pending;	/* sr_psn still to be resent by swv_req_run */
 	bool sr_active;		/* resent; its answer not seen yet */
+	bool sr_probe;		/* resent by a tail-loss probe, not for a NAK */
 	uint32_t sr_psn;	/* the PSN resent */
 	uint32_t sr_hi;		/* sent_psn at the NAK: PSNs below it left before the resend */
 	uint8_t sr_gbn_left;	/* after a fallback: sequence NAKs still to go back N for */

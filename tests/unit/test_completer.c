@@ -314,6 +314,37 @@ static void make_reads(unsigned n_reads)
 	}
 }
 
+/* A probe's answer is no evidence that the peer keeps nothing past a gap: the ACK for
+ * exactly the probed PSN may come from a receiver that has not read the rest yet (a
+ * loaded host). The rest is resent, but the next sequence NAK still gets a selective
+ * resend, not go-back-N -- a fallback there used to put a fresh QP at 5% loss into
+ * go-back-N with the window halved for the next 16 NAKs. */
+static void test_probe_answer_no_fallback(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 2, 0x1f); /* WQE 0 done, then silence */
+	int sent = ntx;
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 3);
+	respond(PSN0 + 3, 0x1f); /* just that PSN: the rest is sent again */
+	CHECK_EQ(ntx, sent + 1 + (int)(3 * NWQE - 4));
+	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req.sr_gbn_left, 0);
+	uint32_t cwnd = qp->req.cwnd;
+	sent = ntx;
+	respond(PSN0 + 8, 0x60); /* a loss: only +8 again */
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 8);
+	CHECK_EQ(qp->req.n_sel_resends, 2u);
+	CHECK(qp->req.cwnd >= cwnd);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
 /* A READ response of len bytes (a peer with a smaller path MTU sends less than MTU). */
 static void read_resp_len(uint32_t psn, uint8_t opcode, uint32_t len)
 {
@@ -803,6 +834,7 @@ int main(void)
 	test_selective_retry_count();
 	test_selective_probe();
 	test_selective_probe_unmeasured();
+	test_probe_answer_no_fallback();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
