@@ -335,6 +335,32 @@ static void probe_unexecuted(struct swv_qp *qp)
 	}
 }
 
+/* A sequence NAK for the first PSN of a READ the cursor has passed: that request was
+ * lost, and the responder keeps the requests that followed it (a reorder buffer,
+ * docs/responder.md), so that READ alone is sent again, in full. A peer that kept
+ * nothing (Linux rxe drops past a gap) answers it and then nothing more: the tail-loss
+ * probe resends from the first request it did not execute. False when psn does not
+ * start such a READ. */
+static bool read_request_again(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+
+	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (!w->npkts || swv_psn_cmp(psn, w->first_psn) > 0)
+			continue;
+		if (psn != w->first_psn || w->opcode != IBV_WR_RDMA_READ ||
+		    w->state != SWV_WQE_STARTED)
+			return false;
+		if (r->rtt_at && swv_psn_diff(r->rtt_psn, w->first_psn) >= 0 &&
+		    swv_psn_diff(r->rtt_psn, w->last_psn) <= 0)
+			r->rtt_at = 0;
+		(void)swv_req_read_again(qp, w, psn, w->npkts); /* refused = lost */
+		return true;
+	}
+	return false;
+}
+
 /* Evidence that responses before psn were lost while the head is a READ: a response,
  * ACK or sequence NAK ('nak': the request at psn was lost too) for a later PSN, all
  * of which say the responder executed everything before psn. Only the missing response
@@ -364,7 +390,7 @@ static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char 
 		return;
 	if (runs)
 		read_rerequest(qp, from, psn, true);
-	if (nak)
+	if (nak && !read_request_again(qp, psn))
 		rewind_cursor_to(qp, psn);
 }
 
@@ -586,6 +612,14 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				return;
 			}
 			struct swv_send_wqe *w = head_wqe(qp);
+			if (w && w->opcode == IBV_WR_RDMA_READ && psn == w->first_psn &&
+			    !r->read_off && !swv_req_read_executed(qp, w)) {
+				/* the head READ's request was lost: it alone again (the
+				 * responder kept what followed, see read_request_again) */
+				if (retry_charge(qp, "sequence NAK, READ request"))
+					(void)read_request_again(qp, psn);
+				return;
+			}
 			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(psn, w->last_psn) <= 0) {
 				if (!r->sr_gbn_left) {

@@ -496,6 +496,50 @@ static void test_read_selective(void)
 	CHECK_EQ(qp->req.retry_left, 3);
 }
 
+/* A lost READ request: the responder NAKs its PSN and keeps the requests after it
+ * (test_responder's test_rob_read), so only that READ is sent again -- for the head
+ * READ (A) and for one past it (C, while A's responses are in) -- not every READ
+ * after it, which the responder would replay in full. One retry per NAK, the window
+ * stays. */
+static void test_read_request_lost(void)
+{
+	setup(3, 7);
+	make_reads(3); /* A PSN0..+3, B +4..+7, C +8..+11 */
+	qp->sq.tail = 3;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 3);
+	uint32_t cwnd = qp->req.cwnd;
+	respond(PSN0, 0x60); /* A's request lost; B's and C's kept */
+	CHECK_EQ(ntx, 4);
+	CHECK_EQ(tx_psn[3], PSN0);
+	CHECK_EQ(tx_reth_len[3], 4 * MTU);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.cwnd, cwnd);
+	read_responses(PSN0, 0, 4);
+	read_responses(PSN0 + 4, 0, 4);
+	CHECK_EQ(ncomps, 2);
+	/* had C's request been lost as well, the responder NAKs it after B */
+	setup(3, 7);
+	make_reads(3);
+	qp->sq.tail = 3;
+	swv_req_run(qp);
+	read_responses(PSN0, 0, 3);	/* A's +3 lost */
+	read_responses(PSN0 + 4, 0, 4); /* B's reveal it: +3 asked for again */
+	CHECK_EQ(ntx, 4);
+	CHECK_EQ(tx_psn[3], PSN0 + 3);
+	respond(PSN0 + 8, 0x60); /* A, B executed; C's request lost */
+	CHECK_EQ(ntx, 5);
+	CHECK_EQ(tx_psn[4], PSN0 + 8);
+	CHECK_EQ(tx_reth_len[4], 4 * MTU);
+	read_response(PSN0 + 3, SWV_OP_READ_RESP_LAST);
+	CHECK_EQ(ncomps, 2);
+	read_responses(PSN0 + 8, 0, 4);
+	CHECK_EQ(ncomps, 3);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, 5);
+}
+
 /* A replay is lost too: nothing later reveals it, so the tail-loss probe asks again --
  * for that PSN alone, since the READ was executed (its other responses arrived) -- and
  * spends no retry. */
@@ -821,6 +865,7 @@ int main(void)
 	test_read_gap_once();
 	test_read_selective();
 	test_read_selective_probe();
+	test_read_request_lost();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
