@@ -255,7 +255,8 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    SWV_LOG_DEBUG,
 		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
 		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
-		    "responses, %llu selective resends (%llu fell back to go-back-N); responder: "
+		    "responses, %llu selective resends (%llu fell back to go-back-N), %llu READ "
+		    "re-requests; responder: "
 		    "%llu sequence NAKs sent, %llu packets kept past a gap (%llu copies, %llu too "
 		    "far ahead)",
 		    qp->qpn, (unsigned long long)qp->req.n_pkts,
@@ -264,6 +265,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    (unsigned long long)qp->req.n_rnr_naks, (unsigned long long)qp->req.n_dup_resp,
 		    (unsigned long long)qp->req.n_sel_resends,
 		    (unsigned long long)qp->req.n_sr_fallbacks,
+		    (unsigned long long)qp->req.n_read_rereqs,
 		    (unsigned long long)qp->resp.stats.seq_naks,
 		    (unsigned long long)qp->resp.stats.rob_kept,
 		    (unsigned long long)qp->resp.stats.rob_dups,

@@ -66,6 +66,7 @@ static void rewind_cursor(struct swv_qp *qp)
 	r->rd_atomic_outstanding = 0;
 	r->pkts_since_ackreq = 0;
 	r->sr_pending = r->sr_active = false; /* the go-back-N resends that packet too */
+	r->rd_rereq_psn = r->una_psn;	      /* and asks for every READ response again */
 	struct swv_send_wqe *w = head_wqe(qp);
 	if (w && !is_rd_atomic(w->opcode)) {
 		uint32_t acked = (r->una_psn - w->first_psn) & SWV_PSN_MASK;
@@ -132,6 +133,7 @@ static void retry_selective(struct swv_qp *qp, uint32_t psn)
 		return;
 	r->sr_pending = true;
 	r->sr_active = true;
+	r->sr_probe = false;
 	r->sr_psn = psn;
 	r->sr_hi = r->sent_psn;
 }
@@ -151,11 +153,18 @@ static void selective_answer(struct swv_qp *qp, uint32_t psn)
 	r->sr_active = false;
 	if (psn != r->sr_psn || swv_psn_cmp(r->una_psn, r->sr_hi) >= 0 || !head_wqe(qp))
 		return;
+	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N%s",
+		qp->qpn, psn, r->sr_hi, r->sr_probe ? " (probe)" : "");
+	rewind_cursor(qp);
+	if (r->sr_probe)
+		return; /* see below */
+	/* Only the answer to a NAK says the peer keeps nothing: it NAKed p because a later
+	 * packet had reached it. A probe's answer may just find a peer that has not read
+	 * the rest yet (a loaded host's receiver falls milliseconds behind): the rest is
+	 * resent, but the next NAKs still try selective repeat -- taking the peer for one
+	 * without a reorder buffer halved the window at each of them. */
 	r->n_sr_fallbacks++;
 	r->sr_gbn_left = SWV_SR_GBN_AFTER_FALLBACK;
-	swv_log(SWV_LOG_DEBUG, "qp %#x: ACK %#x after resending it, sent to %#x: go-back-N",
-		qp->qpn, psn, r->sr_hi);
-	rewind_cursor(qp);
 }
 
 /* How long after an implied-NAK retry further implied NAKs are taken as echoes of the
@@ -182,26 +191,207 @@ static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
  * once; a silence meanwhile is the tail-loss probe's. One lost response used to cost a
  * retry per later response and so end the connection (docs/responder.md "Retry
  * rules"). */
-static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
+/* The retry an implied NAK spends: 1 when it took one, 0 for an echo (or while an RNR
+ * NAK is waited out), -1 when retries are exhausted (the QP is in ERR). */
+static int implied_charge(struct swv_qp *qp, uint32_t psn, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t now = swv_now_ns();
 	if (r->rnr_until)
-		return; /* the RNR wait ends in a resend from the oldest PSN anyway */
+		return 0; /* the RNR wait ends in a resend from the oldest PSN anyway */
 	if (r->implied_retry_at) {
 		bool young = now - r->implied_retry_at < implied_holdoff_ns(qp);
 		if (young || r->implied_echoes) {
 			if (r->implied_echoes)
 				r->implied_echoes--;
 			r->n_dup_resp++;
-			return;
+			return 0;
 		}
 	}
 	r->implied_retry_at = now;
 	r->implied_echoes = swv_psn_cmp(r->sent_psn, psn) > 0
 				    ? ((r->sent_psn - psn) & SWV_PSN_MASK) - 1
 				    : 0;
-	retry(qp, why);
+	return retry_charge(qp, why) ? 1 : -1;
+}
+
+static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
+{
+	if (implied_charge(qp, psn, why) > 0) {
+		cwnd_halve(&qp->req);
+		rewind_cursor(qp);
+	}
+}
+
+/* ------------------------------------------------- selective repeat for READ responses */
+
+static bool rd_seen(const struct swv_req_state *r, uint32_t psn)
+{
+	return r->rd_seen[psn & (SWV_MAX_UNACKED_PSNS - 1)] == (psn | SWV_RD_SEEN);
+}
+
+/* An answer for end - 1 arrived: the responder executed every request before end. */
+static void rd_hi_raise(struct swv_req_state *r, uint32_t end)
+{
+	if (!r->rd_hi_valid || swv_psn_cmp(end, r->rd_hi) > 0) {
+		r->rd_hi = end;
+		r->rd_hi_valid = true;
+	}
+}
+
+/* Ask again for the response PSNs in [from, to) that are missing from the READs the
+ * responder executed and the cursor has passed (it asks for the others itself): one
+ * READ request per run of missing PSNs inside one READ. With 'send' false only counts
+ * the runs. Only PSNs within SWV_MAX_UNACKED_PSNS of una_psn are known (rd_seen). */
+static unsigned read_rerequest(struct swv_qp *qp, uint32_t from, uint32_t to, bool send)
+{
+	struct swv_req_state *r = &qp->req;
+	unsigned runs = 0;
+
+	if (swv_psn_cmp(from, r->una_psn) < 0)
+		from = r->una_psn;
+	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (w->npkts == 0 || w->opcode != IBV_WR_RDMA_READ)
+			continue; /* a local operation, a SEND/WRITE or an atomic */
+		if (w->state != SWV_WQE_STARTED || swv_psn_cmp(w->first_psn, to) >= 0 ||
+		    !swv_req_read_executed(qp, w))
+			break;
+		uint32_t lo = swv_psn_cmp(w->first_psn, from) > 0 ? w->first_psn : from;
+		uint32_t end = swv_psn_add(w->last_psn, 1);
+		uint32_t hi = swv_psn_cmp(end, to) < 0 ? end : to;
+		if (i == qp->sq.head) {
+			uint32_t placed = swv_psn_add(w->first_psn, r->read_off / qp->mtu);
+			if (swv_psn_cmp(placed, lo) > 0)
+				lo = placed;
+		}
+		for (uint32_t p = lo; swv_psn_cmp(p, hi) < 0;) {
+			if (swv_psn_diff(p, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS)
+				return runs;
+			if (rd_seen(r, p)) {
+				p = swv_psn_add(p, 1);
+				continue;
+			}
+			uint32_t q = swv_psn_add(p, 1);
+			while (swv_psn_cmp(q, hi) < 0 && !rd_seen(r, q) &&
+			       swv_psn_diff(q, r->una_psn) < (int32_t)SWV_MAX_UNACKED_PSNS)
+				q = swv_psn_add(q, 1);
+			runs++;
+			if (send) {
+				uint32_t n = (q - p) & SWV_PSN_MASK;
+				if (r->rtt_at && swv_psn_diff(r->rtt_psn, p) >= 0 &&
+				    swv_psn_diff(r->rtt_psn, q) < 0)
+					r->rtt_at = 0; /* Karn: that PSN is asked for twice now */
+				(void)swv_req_read_again(qp, w, p, n); /* refused = lost */
+			}
+			p = q;
+		}
+	}
+	return runs;
+}
+
+/* The cursor goes back to PSN psn -- the start of a READ/atomic, or a packet of a
+ * SEND/WRITE -- past the head (the responder executed everything before psn): what
+ * follows is sent again, what precedes is not. Nothing when the cursor is not past it. */
+static void rewind_cursor_to(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t rd = 0;
+
+	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (w->npkts && swv_psn_cmp(psn, w->first_psn) >= 0 &&
+		    swv_psn_cmp(psn, w->last_psn) <= 0) {
+			r->cur = i;
+			r->cur_pkt =
+			    is_rd_atomic(w->opcode) ? 0 : (psn - w->first_psn) & SWV_PSN_MASK;
+			r->rd_atomic_outstanding = rd;
+			r->pkts_since_ackreq = 0;
+			return;
+		}
+		if (w->npkts && is_rd_atomic(w->opcode))
+			rd++;
+	}
+}
+
+/* A probe with an executed READ at the head: the cursor goes back to the first WQE
+ * the responder may not have seen -- not an executed READ, nor a SEND/WRITE before
+ * rd_hi (whose ACK the answers to the READ re-requests bring) -- if the cursor is past
+ * it. */
+static void probe_unexecuted(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+
+	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (!w->npkts)
+			continue;
+		if (w->opcode == IBV_WR_RDMA_READ
+			? swv_req_read_executed(qp, w)
+			: !is_rd_atomic(w->opcode) && swv_psn_cmp(w->last_psn, r->rd_hi) < 0)
+			continue;
+		rewind_cursor_to(qp, w->first_psn);
+		return;
+	}
+}
+
+/* A sequence NAK for the first PSN of a READ the cursor has passed: that request was
+ * lost, and the responder keeps the requests that followed it (a reorder buffer,
+ * docs/responder.md), so that READ alone is sent again, in full. A peer that kept
+ * nothing (Linux rxe drops past a gap) answers it and then nothing more: the tail-loss
+ * probe resends from the first request it did not execute. False when psn does not
+ * start such a READ. */
+static bool read_request_again(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+
+	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (!w->npkts || swv_psn_cmp(psn, w->first_psn) > 0)
+			continue;
+		if (psn != w->first_psn || w->opcode != IBV_WR_RDMA_READ ||
+		    w->state != SWV_WQE_STARTED)
+			return false;
+		if (r->rtt_at && swv_psn_diff(r->rtt_psn, w->first_psn) >= 0 &&
+		    swv_psn_diff(r->rtt_psn, w->last_psn) <= 0)
+			r->rtt_at = 0;
+		(void)swv_req_read_again(qp, w, psn, w->npkts); /* refused = lost */
+		return true;
+	}
+	return false;
+}
+
+/* Evidence that responses before psn were lost while the head is a READ: a response,
+ * ACK or sequence NAK ('nak': the request at psn was lost too) for a later PSN, all
+ * of which say the responder executed everything before psn. Only the missing response
+ * PSNs of the READs before it are asked for again, and for a NAK the requests from psn
+ * on are resent; the retry this spends follows the implied-NAK rule (one per loss
+ * event, echoes free), the window stays. Anything else -- an atomic at the head --
+ * goes back N as before. */
+static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char *why)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *h = head_wqe(qp);
+
+	if (!h || h->opcode != IBV_WR_RDMA_READ) {
+		implied_nak(qp, psn, why);
+		return;
+	}
+	if (r->rnr_until)
+		return;
+	rd_hi_raise(r, psn);
+	uint32_t from = swv_psn_cmp(r->rd_rereq_psn, r->una_psn) > 0 ? r->rd_rereq_psn : r->una_psn;
+	unsigned runs = read_rerequest(qp, from, psn, false);
+	if (swv_psn_cmp(psn, r->rd_rereq_psn) > 0)
+		r->rd_rereq_psn = psn;
+	if (!runs && !nak)
+		return; /* asked for already */
+	if (implied_charge(qp, psn, why) < 0)
+		return;
+	if (runs)
+		read_rerequest(qp, from, psn, true);
+	if (nak && !read_request_again(qp, psn))
+		rewind_cursor_to(qp, psn);
 }
 
 static void progress_made(struct swv_qp *qp)
@@ -214,6 +404,8 @@ static void progress_made(struct swv_qp *qp)
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
 	r->implied_retry_at = 0;
+	if (r->rd_hi_valid && swv_psn_cmp(r->una_psn, r->rd_hi) >= 0)
+		r->rd_hi_valid = false; /* every READ before it completed */
 	uint64_t now = swv_now_ns(), tmo = swv_ack_timeout_ns(qp);
 	if (r->rtt_at && swv_psn_cmp(r->una_psn, r->rtt_psn) > 0) {
 		uint64_t sample = now - r->rtt_at;
@@ -241,6 +433,16 @@ static void set_una_from_head(struct swv_qp *qp)
 		una = w->first_psn;
 	if (swv_psn_cmp(una, r->una_psn) > 0)
 		r->una_psn = una;
+}
+
+static void on_progress(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	set_una_from_head(qp);
+	progress_made(qp);
+	/* acknowledged past the NAKed PSN: a NAK for it 2^24 PSNs on is new */
+	if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
+		r->seq_nak_valid = false;
 }
 
 enum retire_result { RETIRE_OK, RETIRE_LOST, RETIRE_ERR };
@@ -301,7 +503,11 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			implied_nak(qp, psn, "lost response");
+			if (*progress) {
+				on_progress(qp);
+				*progress = false;
+			}
+			lost_response(qp, swv_psn_add(psn, 1), false, "lost response");
 			return;
 		}
 		{
@@ -401,11 +607,19 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			if (rr == RETIRE_LOST) {
 				/* the responder executed the head READ/atomic (it NAKs a later
 				 * PSN): its response is what was lost, the same evidence the
-				 * responses after it give; one rewind serves both losses */
-				implied_nak(qp, psn, "lost response (sequence NAK)");
+				 * responses after it give; one retry serves both losses */
+				lost_response(qp, psn, true, "lost response (sequence NAK)");
 				return;
 			}
 			struct swv_send_wqe *w = head_wqe(qp);
+			if (w && w->opcode == IBV_WR_RDMA_READ && psn == w->first_psn &&
+			    !r->read_off && !swv_req_read_executed(qp, w)) {
+				/* the head READ's request was lost: it alone again (the
+				 * responder kept what followed, see read_request_again) */
+				if (retry_charge(qp, "sequence NAK, READ request"))
+					(void)read_request_again(qp, psn);
+				return;
+			}
 			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(psn, w->last_psn) <= 0) {
 				if (!r->sr_gbn_left) {
@@ -428,6 +642,57 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 	}
 }
 
+/* The in-flight WQE whose PSNs hold psn (local operations have none), or NULL. */
+static struct swv_send_wqe *wqe_of_psn(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_req_state *r = &qp->req;
+	for (uint32_t i = qp->sq.head; i != r->started; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		if (!w->npkts)
+			continue;
+		if (swv_psn_cmp(psn, w->first_psn) < 0)
+			return NULL;
+		if (swv_psn_cmp(psn, w->last_psn) <= 0)
+			return w;
+	}
+	return NULL;
+}
+
+/* Move the head READ's placed prefix over the responses placed past it; complete it
+ * when whole, and then the WQEs after it that are answered (READs whose responses all
+ * arrived, SEND/WRITEs before psn). */
+static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *h;
+
+	while ((h = head_wqe(qp)) && h->opcode == IBV_WR_RDMA_READ) {
+		uint32_t before = r->read_off;
+		while (r->read_off < h->length &&
+		       rd_seen(r, swv_psn_add(h->first_psn, r->read_off / qp->mtu)))
+			r->read_off = (uint32_t)SWV_MIN((uint64_t)r->read_off + qp->mtu, h->length);
+		bool done = h->length ? r->read_off == h->length : rd_seen(r, h->first_psn);
+		if (r->read_off != before) {
+			r->una_psn = swv_psn_add(h->first_psn, r->read_off / qp->mtu);
+			*progress = true;
+		}
+		if (!done) {
+			/* a retry chunk (send_packet) is in: ask for the next one */
+			if (before < h->read_req_end && r->read_off >= h->read_req_end)
+				rewind_cursor(qp);
+			return;
+		}
+		*progress = true;
+		if (!comp_head(qp, IBV_WC_SUCCESS))
+			return;
+		if (retire(qp, psn, false, progress) == RETIRE_ERR)
+			return;
+	}
+}
+
+/* A READ response is placed where it belongs, in the head READ or a later one
+ * (selective repeat: a lost response costs only itself, docs/responder.md "Retry
+ * rules"); a gap before it asks again for the missing PSNs alone (lost_response). */
 static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
 {
 	struct swv_req_state *r = &qp->req;
@@ -435,57 +700,72 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 	enum retire_result rr = retire(qp, psn, false, progress);
 	if (rr == RETIRE_ERR)
 		return;
-	if (rr == RETIRE_LOST) {
-		implied_nak(qp, psn, "lost response");
+	struct swv_send_wqe *h = head_wqe(qp);
+	if (rr == RETIRE_LOST && h->opcode != IBV_WR_RDMA_READ) {
+		implied_nak(qp, psn, "lost response"); /* an atomic's: go back N */
 		return;
 	}
-	struct swv_send_wqe *w = head_wqe(qp);
-	if (!w || swv_psn_cmp(psn, w->first_psn) < 0 || swv_psn_cmp(psn, w->last_psn) > 0) {
+	struct swv_send_wqe *w = h ? wqe_of_psn(qp, psn) : NULL;
+	if (!w) {
 		r->n_dup_resp++;
 		return;
 	}
 	if (w->opcode != IBV_WR_RDMA_READ) {
 		/* A READ response inside the PSNs of a non-READ WQE. */
-		comp_head(qp, IBV_WC_FATAL_ERR);
+		if (w == h)
+			comp_head(qp, IBV_WC_FATAL_ERR);
+		else if (rr == RETIRE_LOST)
+			implied_nak(qp, psn, "lost response");
+		else
+			r->n_dup_resp++;
 		return;
 	}
-	uint32_t expect = swv_psn_add(w->first_psn, r->read_off / qp->mtu);
-	int32_t d = swv_psn_cmp(psn, expect);
-	if (d < 0) {
-		r->n_dup_resp++;
-		return;
-	}
-	if (d > 0) {
-		/* A response packet was lost: ask again for the rest right away instead of
-		 * waiting for the ACK timeout. */
-		implied_nak(qp, psn, "read response gap");
-		return;
-	}
+	uint32_t k = (psn - w->first_psn) & SWV_PSN_MASK;
+	uint64_t off = (uint64_t)k * qp->mtu;
 	bool last = pkt->opcode == SWV_OP_READ_RESP_LAST || pkt->opcode == SWV_OP_READ_RESP_ONLY;
-	uint64_t end = (uint64_t)r->read_off + pkt->paylen;
-	/* LAST/ONLY may end a retry chunk before the end of the message. */
-	if ((!last && pkt->paylen != qp->mtu) || end > w->length || (!last && end >= w->length) ||
-	    (last && end < w->length && pkt->paylen != qp->mtu)) {
-		swv_log(SWV_LOG_DEBUG, "qp %#x: read response op %#x psn %#x len %u at %u of %u refused",
-			qp->qpn, pkt->opcode, psn, pkt->paylen, r->read_off, w->length);
+	bool final = psn == w->last_psn;
+	/* LAST/ONLY may end a retry before the end of the message; every packet but the
+	 * message's last is a full PMTU */
+	if (off > w->length || pkt->paylen != (final ? w->length - off : qp->mtu) ||
+	    (final && !last)) {
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: read response op %#x psn %#x len %u at %llu of %u refused",
+			qp->qpn, pkt->opcode, psn, pkt->paylen, (unsigned long long)off, w->length);
 		r->n_dup_resp++; /* malformed for this READ: ignore, a retry recovers */
 		return;
 	}
+	if ((w == h && off < r->read_off) || rd_seen(r, psn) ||
+	    swv_psn_diff(psn, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS) {
+		r->n_dup_resp++; /* placed already, or too far ahead to record: asked again */
+		return;
+	}
 	if (pkt->paylen) {
-		int rc = swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, r->read_off,
-					pkt->payload, pkt->paylen);
+		int rc = swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, off, pkt->payload,
+					pkt->paylen);
 		if (rc) {
-			comp_head(qp, IBV_WC_LOC_PROT_ERR);
+			if (w == h) {
+				comp_head(qp, IBV_WC_LOC_PROT_ERR);
+			} else {
+				/* completes with it once every WQE before it did */
+				w->state = SWV_WQE_ERROR;
+				w->status = IBV_WC_LOC_PROT_ERR;
+			}
 			return;
 		}
 	}
-	r->read_off = (uint32_t)end;
-	r->una_psn = swv_psn_add(psn, 1);
-	*progress = true;
-	if (end == w->length)
-		comp_head(qp, IBV_WC_SUCCESS);
-	else if (end == w->read_req_end)
-		rewind_cursor(qp); /* this retry chunk is in: ask for the next one */
+	r->rd_seen[psn & (SWV_MAX_UNACKED_PSNS - 1)] = psn | SWV_RD_SEEN;
+	rd_hi_raise(r, swv_psn_add(psn, 1));
+	read_advance(qp, psn, progress);
+	if (qp->state == IBV_QPS_ERR || !head_wqe(qp))
+		return;
+	if (*progress) {
+		/* the progress (reloading the retry counters) comes before the gap's retry */
+		on_progress(qp);
+		*progress = false;
+	}
+	h = head_wqe(qp);
+	if (h->opcode == IBV_WR_RDMA_READ || swv_psn_cmp(h->last_psn, psn) < 0)
+		lost_response(qp, swv_psn_add(psn, 1), false, "read response gap");
 }
 
 static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
@@ -500,7 +780,11 @@ static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool
 	if (rr == RETIRE_ERR)
 		return;
 	if (rr == RETIRE_LOST) {
-		implied_nak(qp, psn, "lost response");
+		if (*progress) {
+			on_progress(qp);
+			*progress = false;
+		}
+		lost_response(qp, swv_psn_add(psn, 1), false, "lost response");
 		return;
 	}
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -541,6 +825,17 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 		r->n_dup_resp++;
 		return;
 	}
+	/* A READ that became the head while its responses were all placed already (the
+	 * WQEs before it were retired by an ACK) completes now; any answer for psn says
+	 * the responder executed what precedes psn. */
+	struct swv_send_wqe *h = head_wqe(qp);
+	if (h && h->opcode == IBV_WR_RDMA_READ && pkt->opcode != SWV_OP_READ_RESP_FIRST &&
+	    pkt->opcode != SWV_OP_READ_RESP_MIDDLE && pkt->opcode != SWV_OP_READ_RESP_LAST &&
+	    pkt->opcode != SWV_OP_READ_RESP_ONLY) {
+		read_advance(qp, pkt->psn, &progress);
+		if (qp->state == IBV_QPS_ERR)
+			return;
+	}
 	switch (pkt->opcode) {
 	case SWV_OP_ACK:
 		handle_ack(qp, pkt, &progress);
@@ -560,13 +855,14 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 	}
 	if (qp->state == IBV_QPS_ERR)
 		return;
-	if (progress) {
-		set_una_from_head(qp);
-		progress_made(qp);
-		/* acknowledged past the NAKed PSN: a NAK for it 2^24 PSNs on is new */
-		if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
-			r->seq_nak_valid = false;
+	h = head_wqe(qp);
+	if (h && h->opcode == IBV_WR_RDMA_READ) {
+		read_advance(qp, pkt->psn, &progress);
+		if (qp->state == IBV_QPS_ERR)
+			return;
 	}
+	if (progress)
+		on_progress(qp);
 	if (r->sr_active && pkt->opcode == SWV_OP_ACK && (pkt->aeth_syndrome & 0x60) == 0)
 		selective_answer(qp, pkt->psn);
 	swv_req_run(qp);
@@ -597,9 +893,16 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 				/* the head is a SEND/WRITE: resend its oldest unacknowledged
 				 * packet alone (AckReq); the answer tells what else is missing
 				 * -- an ACK for just that PSN sends the rest (selective_answer) */
-				r->sr_pending = r->sr_active = true;
+				r->sr_pending = r->sr_active = r->sr_probe = true;
 				r->sr_psn = r->una_psn;
 				r->sr_hi = r->sent_psn;
+			} else if (w->opcode == IBV_WR_RDMA_READ && swv_req_read_executed(qp, w)) {
+				/* a READ the responder executed: ask again only for the
+				 * responses still missing, and resend from the first request
+				 * it may not have seen */
+				read_rerequest(qp, r->una_psn, r->sent_psn, true);
+				r->rd_rereq_psn = r->sent_psn;
+				probe_unexecuted(qp);
 			} else {
 				rewind_cursor(qp);
 			}

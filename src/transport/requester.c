@@ -96,7 +96,10 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max, min = SWV_PROBE_MIN_NS;
 	if (qp->sq.head != r->started) {
 		const struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.head);
-		if (!is_rd_atomic(w->opcode) && !r->sr_gbn_left) {
+		/* so is a READ the responder executed: its probe asks again only for
+		 * the responses still missing (completer.c) */
+		if ((!is_rd_atomic(w->opcode) && !r->sr_gbn_left) ||
+		    (w->opcode == IBV_WR_RDMA_READ && swv_req_read_executed(qp, w))) {
 			/* a SEND/WRITE at the head is probed by resending one packet
 			 * (completer.c): cheap enough to try after two round trips, or
 			 * after SWV_PROBE_MIN_NS while none was measured (under loss the
@@ -126,6 +129,7 @@ void swv_req_reset(struct swv_qp *qp)
 	r->window = compute_window(qp);
 	r->cwnd = r->window;
 	r->cwnd_una = r->una_psn;
+	r->rd_rereq_psn = r->una_psn;
 	swv_fc_tx_reset(qp);
 }
 
@@ -219,6 +223,16 @@ static int complete_one(struct swv_qp *qp, int status)
 	}
 	if (idx == r->started)
 		r->started = idx + 1;
+	if (w->opcode == IBV_WR_RDMA_READ && w->state != SWV_WQE_POSTED) {
+		/* its PSNs will come round again after 2^24: forget them */
+		uint32_t n = SWV_MIN(w->npkts, (uint32_t)SWV_MAX_UNACKED_PSNS);
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t psn = swv_psn_add(w->first_psn, k);
+			uint32_t *slot = &r->rd_seen[psn & (SWV_MAX_UNACKED_PSNS - 1)];
+			if (*slot == (psn | SWV_RD_SEEN))
+				*slot = 0;
+		}
+	}
 	qp->sq.head = idx + 1;
 	swv_progress_sq_add(&qp->ctx->progress, -1);
 	r->read_off = 0;
@@ -462,6 +476,46 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
 	r->n_pkts++;
 	*ackreq_out = p.ackreq;
+	return 0;
+}
+
+bool swv_req_read_executed(const struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	const struct swv_req_state *r = &qp->req;
+	return r->rd_hi_valid && w->state != SWV_WQE_POSTED &&
+	       swv_psn_cmp(w->first_psn, r->rd_hi) < 0;
+}
+
+int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t npkts)
+{
+	struct swv_req_state *r = &qp->req;
+	uint8_t hdr[SWV_MAX_HDR_LEN];
+	struct swv_pkt p;
+	uint64_t off = (uint64_t)((psn - w->first_psn) & SWV_PSN_MASK) * qp->mtu;
+
+	memset(&p, 0, sizeof(p));
+	p.pkey = qp->pkey;
+	p.dqpn = qp->attr.dest_qp_num;
+	p.psn = psn;
+	p.opcode = SWV_OP_READ_REQUEST;
+	/* the VA advanced by whole PMTUs, as a mid-message retry (roce-wire.md 4.4) */
+	p.reth_va = w->remote_addr + off;
+	p.reth_rkey = w->rkey;
+	p.reth_len = (uint32_t)SWV_MIN((uint64_t)npkts * qp->mtu, w->length - off);
+	p.ackreq = true;
+	if (qp->xrc == SWV_XRC_INI) {
+		p.opcode |= SWV_OP_XRC;
+		p.xrc_srqn = w->xrc_srqn;
+	}
+	p.flags = swv_opcode(p.opcode)->flags;
+	size_t hlen = swv_pkt_build_hdr(hdr, &p);
+	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, NULL, 0);
+	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+		return EAGAIN;
+	if (rc)
+		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
+	r->n_pkts++;
+	r->n_read_rereqs++;
 	return 0;
 }
 

@@ -28,6 +28,7 @@
 
 struct swv_qp;
 struct swv_pkt;
+struct swv_send_wqe;
 
 enum swv_wqe_state {
 	SWV_WQE_POSTED = 0, /* no PSN yet */
@@ -56,6 +57,7 @@ enum swv_wqe_state {
  * this many sequence NAKs and probes go back N at once; then selective repeat is tried
  * again, in case the peer had only lost what followed that once. */
 #define SWV_SR_GBN_AFTER_FALLBACK 16
+#define SWV_RD_SEEN		  0x80000000u /* rd_seen: the slot holds a placed response's PSN */
 /* A UD datagram whose destination the link has refused for this long completes as sent
  * (dropped), as an unreliable datagram service drops at a full socket buffer. */
 #define SWV_UD_REFUSED_DROP_NS 10000000ull
@@ -111,9 +113,21 @@ struct swv_req_state {
 	 * from there. A tail-loss probe of a SEND/WRITE head resends una_psn the same way. */
 	bool sr_pending;	/* sr_psn still to be resent by swv_req_run */
 	bool sr_active;		/* resent; its answer not seen yet */
+	bool sr_probe;		/* resent by a tail-loss probe, not for a NAK */
 	uint32_t sr_psn;	/* the PSN resent */
 	uint32_t sr_hi;		/* sent_psn at the NAK: PSNs below it left before the resend */
 	uint8_t sr_gbn_left;	/* after a fallback: sequence NAKs still to go back N for */
+	/* Selective repeat for READ responses (completer.c): a response is placed where it
+	 * belongs, in any READ in flight, and its PSN recorded in slot psn mod
+	 * SWV_MAX_UNACKED_PSNS (psn | SWV_RD_SEEN; cleared when the READ completes). A gap
+	 * re-requests only the missing PSNs, and only of READs the responder is known to
+	 * have executed: those before rd_hi, one past the highest PSN a response or ACK
+	 * answered (it executes in PSN order). PSNs below rd_rereq_psn were asked for again
+	 * already (or are being asked for by the cursor). */
+	uint32_t rd_seen[SWV_MAX_UNACKED_PSNS];
+	uint32_t rd_hi;
+	bool rd_hi_valid;
+	uint32_t rd_rereq_psn;
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* UD: the destination (IPv4 << 16 | port) the link has refused (EAGAIN) since
@@ -122,7 +136,7 @@ struct swv_req_state {
 	uint64_t ud_refused_since, ud_refused_dst;
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
-	uint64_t n_sel_resends, n_sr_fallbacks;
+	uint64_t n_sel_resends, n_sr_fallbacks, n_read_rereqs;
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
 };
 
@@ -160,6 +174,13 @@ uint64_t swv_ack_timeout_ns(const struct swv_qp *qp);
  * the head the probe is one packet (completer.c), so 2 x the round trip, at least
  * SWV_PROBE_SEL_MIN_NS, is worth it. */
 uint64_t swv_req_probe_ns(const struct swv_qp *qp);
+/* Whether the responder executed READ w (a response or ACK for one of its PSNs or a
+ * later one arrived), so that a request for part of it is a retry it replays. */
+bool swv_req_read_executed(const struct swv_qp *qp, const struct swv_send_wqe *w);
+/* Ask again for the npkts response packets of READ w from PSN psn (selective repeat,
+ * completer.c): one READ request for that range. 0, or EAGAIN (the link refused it:
+ * as lost). */
+int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t npkts);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 

@@ -702,7 +702,7 @@ static void rob_free(struct swv_resp_state *s)
 
 enum rob_keep { ROB_DROP, ROB_KEPT, ROB_DUP };
 
-/* Keep a copy of an out-of-order SEND/WRITE packet (psn past epsn). */
+/* Keep a copy of an out-of-order SEND/WRITE packet or READ request (psn past epsn). */
 static enum rob_keep rob_keep(struct swv_resp_state *s, const struct swv_pkt *pkt, uint32_t cls)
 {
 	struct swv_rob_ent **sl, *e;
@@ -887,19 +887,19 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	bool ack;
 
 	if (d > 0) {
-		/* A SEND/WRITE packet is kept for when the gap fills, unless an RNR NAK
-		 * is being waited out (the requester resends everything from epsn then).
-		 * One sequence NAK per gap; once more when a packet not kept now (a copy
-		 * of a kept one, or a READ/atomic) arrives at or below the one that
-		 * exposed the gap: the requester went back and resent, and epsn was lost
-		 * again (or the NAK was) -- without it that second loss waits for a probe
-		 * or the ACK timeout. Reordering and duplicates of the original burst come
-		 * above it or are kept now (never seen before), or (a copy of that very
-		 * packet) come at once, where the requester takes the second NAK for a
+		/* A SEND/WRITE packet or READ request is kept for when the gap fills, unless an RNR
+		 * NAK is being waited out (the requester resends everything from epsn then). One
+		 * sequence NAK per gap; once more when a packet not kept now (a copy of a kept one,
+		 * or a READ/atomic) arrives at or below the one that exposed the gap: the requester
+		 * went back and resent, and epsn was lost again (or the NAK was) -- without it that
+		 * second loss waits for a probe or the ACK timeout. Reordering and duplicates of
+		 * the original burst come above it or are kept now (never seen before), or (a copy
+		 * of that very packet) come at once, where the requester takes the second NAK for a
 		 * copy of the first. */
 		enum rob_keep k = ROB_DROP;
 
-		if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && (!s->nak_sent || s->seq_nak))
+		if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE | SWV_RQ_READ)) &&
+		    (!s->nak_sent || s->seq_nak))
 			k = rob_keep(s, pkt, cls);
 		bool again =
 		    s->seq_nak && k != ROB_KEPT && swv_psn_cmp(pkt->psn, s->nak_first_psn) <= 0;

@@ -33,6 +33,7 @@
 
 static uint32_t tx_psn[8192];
 static bool tx_ackreq[8192];
+static uint32_t tx_reth_len[8192]; /* READ requests: the length asked for */
 static int ntx;
 static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
@@ -55,6 +56,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p), 0);
 	CHECK(ntx < (int)SWV_ARRAY_SIZE(tx_psn));
 	tx_ackreq[ntx] = p.ackreq;
+	tx_reth_len[ntx] = p.reth_len;
 	tx_psn[ntx++] = p.psn;
 	return 0;
 }
@@ -315,6 +317,37 @@ static void make_reads(unsigned n_reads)
 	}
 }
 
+/* A probe's answer is no evidence that the peer keeps nothing past a gap: the ACK for
+ * exactly the probed PSN may come from a receiver that has not read the rest yet (a
+ * loaded host). The rest is resent, but the next sequence NAK still gets a selective
+ * resend, not go-back-N -- a fallback there used to put a fresh QP at 5% loss into
+ * go-back-N with the window halved for the next 16 NAKs. */
+static void test_probe_answer_no_fallback(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 2, 0x1f); /* WQE 0 done, then silence */
+	int sent = ntx;
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 3);
+	respond(PSN0 + 3, 0x1f); /* just that PSN: the rest is sent again */
+	CHECK_EQ(ntx, sent + 1 + (int)(3 * NWQE - 4));
+	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req.sr_gbn_left, 0);
+	uint32_t cwnd = qp->req.cwnd;
+	sent = ntx;
+	respond(PSN0 + 8, 0x60); /* a loss: only +8 again */
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 8);
+	CHECK_EQ(qp->req.n_sel_resends, 2u);
+	CHECK(qp->req.cwnd >= cwnd);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
 /* A READ response of len bytes (a peer with a smaller path MTU sends less than MTU). */
 static void read_resp_len(uint32_t psn, uint8_t opcode, uint32_t len)
 {
@@ -358,16 +391,17 @@ static void test_read_response_lost(void)
 	CHECK_EQ(ncomps, 0);
 	CHECK_EQ(qp->req.n_retries, 1u);
 	CHECK_EQ(qp->req.retry_left, 2);
-	/* the retry asked again for A's remaining three packets, and for B */
+	/* the retry asked again for A's remaining three packets only: B's responses
+	 * were placed (selective repeat) */
 	CHECK_EQ(count_tx(PSN0 + 1), 1);
-	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	CHECK_EQ(count_tx(PSN0 + 4), 1);
 	/* a duplicate of B's LAST, as the network may deliver: still the same loss */
 	read_response(PSN0 + 7, SWV_OP_READ_RESP_LAST);
 	CHECK_EQ(qp->req.n_retries, 1u);
-	/* the replay arrives: both complete */
+	/* the replay arrives: A completes, and B, whose responses were all placed */
 	read_responses(PSN0, 1, 4);
-	CHECK_EQ(ncomps, 1);
-	read_responses(PSN0 + 4, 0, 4);
+	CHECK_EQ(ncomps, 2);
+	read_responses(PSN0 + 4, 0, 4); /* a late replay of B changes nothing */
 	CHECK_EQ(ncomps, 2);
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
@@ -403,18 +437,136 @@ static void test_seq_nak_past_read(void)
 static void test_read_gap_once(void)
 {
 	setup(3, 7);
+	make_reads(2);
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_response(PSN0 + 2, SWV_OP_READ_RESP_MIDDLE); /* PSN0+1 lost */
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE); /* its replay: progress */
+	read_responses(PSN0 + 4, 0, 4);			  /* B's: +3 of A lost this time */
+	CHECK_EQ(qp->req.n_retries, 2u);
+	CHECK_EQ(qp->req.retry_left, 2); /* reloaded by the progress, then one retry */
+	read_response(PSN0 + 3, SWV_OP_READ_RESP_LAST);
+	CHECK_EQ(ncomps, 2);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
+/* Selective repeat for READ responses: READs A, B, C (PSN0..+11) each lose one response
+ * in the middle; the responses after each gap are placed, and only the missing PSNs
+ * are asked for again, one request of one PSN each, with the VA advanced -- never a
+ * whole READ again (go-back-N replayed B and C entirely for A's loss, docs/responder.md
+ * "Retry rules"). One retry for the three gaps (the implied-NAK rule); the window
+ * stays. */
+static void test_read_selective(void)
+{
+	setup(3, 7);
+	make_reads(3);
+	for (uint32_t i = 0; i < 3; i++) {
+		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+		w->remote_addr = 0x40000 + (uint64_t)i * 4 * MTU;
+	}
+	qp->sq.tail = 3;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 3);
+	uint32_t cwnd = qp->req.cwnd;
+	for (uint32_t r = 0; r < 3; r++) {
+		static const uint8_t ops[4] = {SWV_OP_READ_RESP_FIRST, SWV_OP_READ_RESP_MIDDLE,
+					       SWV_OP_READ_RESP_MIDDLE, SWV_OP_READ_RESP_LAST};
+		for (uint32_t k = 0; k < 4; k++)
+			if (k != 1 + r % 2) /* A loses +1, B +6, C +9 */
+				read_response(PSN0 + 4 * r + k, ops[k]);
+	}
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(ncomps, 0);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.cwnd, cwnd);
+	CHECK_EQ(ntx, 6);
+	static const uint32_t lost[3] = {PSN0 + 1, PSN0 + 6, PSN0 + 9};
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(tx_psn[3 + i], lost[i]);
+		CHECK_EQ(tx_reth_len[3 + i], MTU);
+	}
+	/* the replays arrive (MIDDLE: mid-message restarts) and all three complete */
+	for (int i = 0; i < 3; i++)
+		read_response(lost[i], SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 3);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, 6);
+	CHECK_EQ(qp->req.retry_left, 3);
+}
+
+/* A lost READ request: the responder NAKs its PSN and keeps the requests after it
+ * (test_responder's test_rob_read), so only that READ is sent again -- for the head
+ * READ (A) and for one past it (C, while A's responses are in) -- not every READ
+ * after it, which the responder would replay in full. One retry per NAK, the window
+ * stays. */
+static void test_read_request_lost(void)
+{
+	setup(3, 7);
+	make_reads(3); /* A PSN0..+3, B +4..+7, C +8..+11 */
+	qp->sq.tail = 3;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 3);
+	uint32_t cwnd = qp->req.cwnd;
+	respond(PSN0, 0x60); /* A's request lost; B's and C's kept */
+	CHECK_EQ(ntx, 4);
+	CHECK_EQ(tx_psn[3], PSN0);
+	CHECK_EQ(tx_reth_len[3], 4 * MTU);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.cwnd, cwnd);
+	read_responses(PSN0, 0, 4);
+	read_responses(PSN0 + 4, 0, 4);
+	CHECK_EQ(ncomps, 2);
+	/* had C's request been lost as well, the responder NAKs it after B */
+	setup(3, 7);
+	make_reads(3);
+	qp->sq.tail = 3;
+	swv_req_run(qp);
+	read_responses(PSN0, 0, 3);	/* A's +3 lost */
+	read_responses(PSN0 + 4, 0, 4); /* B's reveal it: +3 asked for again */
+	CHECK_EQ(ntx, 4);
+	CHECK_EQ(tx_psn[3], PSN0 + 3);
+	respond(PSN0 + 8, 0x60); /* A, B executed; C's request lost */
+	CHECK_EQ(ntx, 5);
+	CHECK_EQ(tx_psn[4], PSN0 + 8);
+	CHECK_EQ(tx_reth_len[4], 4 * MTU);
+	read_response(PSN0 + 3, SWV_OP_READ_RESP_LAST);
+	CHECK_EQ(ncomps, 2);
+	read_responses(PSN0 + 8, 0, 4);
+	CHECK_EQ(ncomps, 3);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, 5);
+}
+
+/* A replay is lost too: nothing later reveals it, so the tail-loss probe asks again --
+ * for that PSN alone, since the READ was executed (its other responses arrived) -- and
+ * spends no retry. */
+static void test_read_selective_probe(void)
+{
+	setup(3, 7);
+	qp->attr.timeout = 14; /* 67 ms: an unmeasured go-back-N probe waits 16.8 ms */
 	make_reads(1);
 	qp->sq.tail = 1;
 	swv_req_run(qp);
 	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
-	read_responses(PSN0, 2, 4); /* PSN0+1 lost */
+	read_responses(PSN0, 2, 4); /* +1 lost */
+	CHECK_EQ(ntx, 2);
+	CHECK_EQ(tx_psn[1], PSN0 + 1);
+	/* its replay is lost: the probe, one-packet style, asks again for +1 only */
+	uint64_t p = swv_req_probe_ns(qp);
+	CHECK(p >= SWV_PROBE_SEL_MIN_NS && p < swv_ack_timeout_ns(qp) / 4);
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(qp->req.n_probes, 1u);
+	CHECK_EQ(ntx, 3);
+	CHECK_EQ(tx_psn[2], PSN0 + 1);
+	CHECK_EQ(tx_reth_len[2], MTU);
 	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	read_responses(PSN0, 1, 2); /* the replay of +1: progress */
-	read_responses(PSN0, 3, 4); /* +2 lost this time */
-	CHECK_EQ(qp->req.n_retries, 2u);
-	CHECK_EQ(qp->req.retry_left, 2); /* reloaded by the progress, then one retry */
-	read_responses(PSN0, 2, 4);
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
 }
@@ -797,6 +949,9 @@ int main(void)
 	test_timeouts_exhaust(7);
 	test_read_response_lost();
 	test_read_gap_once();
+	test_read_selective();
+	test_read_selective_probe();
+	test_read_request_lost();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
@@ -811,6 +966,7 @@ int main(void)
 	test_selective_probe();
 	test_selective_probe_unmeasured();
 	test_ud_refused_drop();
+	test_probe_answer_no_fallback();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);

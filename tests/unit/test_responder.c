@@ -477,11 +477,11 @@ static void test_send(void)
 static void test_gap_and_rnr(void)
 {
 	setup(IBV_QPT_RC);
-	/* gap: one NAK 0x60 with epsn, then silence until epsn arrives (READs past a
-	 * gap are dropped; SEND/WRITE packets are kept, test_rob_*) */
+	/* gap: one NAK 0x60 with epsn, then silence until epsn arrives (atomics past a
+	 * gap are dropped; SEND/WRITE packets and READ requests are kept, test_rob_*) */
 	post_recv(1, (uintptr_t)mem, 100, LKEY);
-	rx_reth(SWV_OP_READ_REQUEST, 102, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
-	rx_reth(SWV_OP_READ_REQUEST, 103, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
+	rx_atomic(SWV_OP_FETCH_ADD, 102, (uintptr_t)mem + 512, MEM_RKEY, 1, 0);
+	rx_atomic(SWV_OP_FETCH_ADD, 103, (uintptr_t)mem + 512, MEM_RKEY, 1, 0);
 	CHECK_EQ(nsent, 1);
 	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
 	CHECK_EQ(ncomps, 0);
@@ -489,7 +489,7 @@ static void test_gap_and_rnr(void)
 	CHECK_EQ(ncomps, 1);
 	check_ack(1, SWV_AETH_ACK, 100, 1);
 	/* a new gap gets a new NAK */
-	rx_reth(SWV_OP_READ_REQUEST, 105, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
+	rx_atomic(SWV_OP_FETCH_ADD, 105, (uintptr_t)mem + 512, MEM_RKEY, 1, 0);
 	check_ack(2, SWV_AETH_NAK_PSN, 101, 1);
 
 	/* RNR: no receive WQE; epsn stays; later PSNs dropped silently */
@@ -1217,10 +1217,10 @@ static void test_rob_second_gap_and_dup(void)
 	CHECK_EQ(qp->resp.stats.executed, 5);
 }
 
-/* Only PSNs up to epsn + SWV_ROB_SLOTS - 1 are kept; further ones are dropped. A READ
- * past a gap is not kept (today's handling); one in order before kept packets runs
- * and the drain continues behind its response PSNs. A kept packet refused when it runs
- * gets the same NAK as in order. RESET frees the buffer (ASan: no leak). */
+/* Only PSNs up to epsn + SWV_ROB_SLOTS - 1 are kept; further ones are dropped. An
+ * atomic past a gap is not kept; a READ in order before kept packets runs and the drain
+ * continues behind its response PSNs. A kept packet refused when it runs gets the same
+ * NAK as in order. RESET frees the buffer (ASan: no leak). */
 static void test_rob_limits(void)
 {
 	setup(IBV_QPT_RC);
@@ -1231,9 +1231,9 @@ static void test_rob_limits(void)
 	rx_reth(SWV_OP_WRITE_ONLY, 100 + SWV_ROB_SLOTS - 1, true, (uintptr_t)mem, MEM_RKEY, 4,
 		pattern, 4, 0);
 	CHECK_EQ(rob_count(), 1);
-	/* a READ is not kept; below a PSN seen since the NAK, it is taken for a resend
+	/* an atomic is not kept; below a PSN seen since the NAK, it is taken for a resend
 	 * (the gap's NAK again) */
-	rx_reth(SWV_OP_READ_REQUEST, 101, true, (uintptr_t)mem, MEM_RKEY, 10, NULL, 0, 0);
+	rx_atomic(SWV_OP_FETCH_ADD, 101, (uintptr_t)mem + 512, MEM_RKEY, 1, 0);
 	CHECK_EQ(rob_count(), 1);
 	CHECK_EQ(nsent, 2);
 	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
@@ -1272,6 +1272,49 @@ static void test_rob_limits(void)
 	CHECK_EQ(rob_count(), 2);
 	swv_resp_reset(qp);
 	CHECK(qp->resp.rob == NULL);
+}
+
+/* READ requests past a gap are kept too and run in PSN order when it fills: a lost
+ * request (or one the network reordered) no longer makes the requester send every READ
+ * after it again, each then replayed in full. The drain answers each READ with its
+ * responses, continues behind its response PSNs, and ACKs the SEND after it; the READ
+ * is counted once; a copy of a kept READ is dropped as a copy. */
+static void test_rob_read(void)
+{
+	setup(IBV_QPT_RC);
+	post_recv(1, (uintptr_t)mem, 100, LKEY);
+	post_recv(2, (uintptr_t)mem + 100, 100, LKEY);
+	memcpy(mem + 8192, pattern, 600);
+	/* 100 lost; READ 101 (600 bytes: response PSNs 101..103), SEND 104 */
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, (uintptr_t)mem + 8192, MEM_RKEY, 600, NULL, 0, 0);
+	rx(SWV_OP_SEND_ONLY, 104, true, pattern + 4, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	CHECK_EQ(rob_count(), 2);
+	/* a copy of the kept READ, at the PSN that exposed the gap: the requester went
+	 * back (the NAK again of test_rob_second_gap_and_dup), not a second READ */
+	rx_reth(SWV_OP_READ_REQUEST, 101, true, (uintptr_t)mem + 8192, MEM_RKEY, 600, NULL, 0, 0);
+	CHECK_EQ(qp->resp.stats.rob_dups, 1);
+	CHECK_EQ(rob_count(), 2);
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(qp->resp.epsn, 105);
+	CHECK_EQ(nsent, 6); /* three READ responses, then one ACK */
+	for (int i = 2; i < 5; i++) {
+		CHECK_EQ(sent[i].p.opcode, i == 2   ? SWV_OP_READ_RESP_FIRST
+					   : i == 4 ? SWV_OP_READ_RESP_LAST
+						    : SWV_OP_READ_RESP_MIDDLE);
+		CHECK_EQ(sent[i].p.psn, 99u + (uint32_t)i);
+	}
+	CHECK(memcmp(sent[2].data, pattern, sent[2].p.paylen) == 0);
+	check_ack(5, SWV_AETH_ACK, 104, 3);
+	CHECK_EQ(ncomps, 3); /* RECV, REMOTE_RDMA_READ once, RECV */
+	CHECK_EQ(comps[0].wc.wr_id, 1);
+	CHECK_EQ(comps[1].slot, SWV_CNTR_REMOTE_RDMA_READ);
+	CHECK_EQ(comps[2].wc.wr_id, 2);
+	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(to_error_calls, 0);
 }
 
 /* PSN wrap: a gap at 0xffffff with packets kept at 0 and 1. */
@@ -1330,6 +1373,7 @@ int main(void)
 	test_rob_drain();
 	test_rob_second_gap_and_dup();
 	test_rob_limits();
+	test_rob_read();
 	test_rob_psn_wrap();
 	test_rob_rnr();
 	test_uc();
