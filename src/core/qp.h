@@ -45,7 +45,8 @@ struct swv_send_wqe {
 	uint32_t ud_remote_qpn, ud_remote_qkey;
 	uint32_t xrc_srqn; /* XRC INI: wr.qp_type.xrc.remote_srqn, sent in XRCETH */
 	struct sockaddr_in ud_dst;
-	uint8_t ud_deth_rsvd; /* SWV_DETH_GRH | SL, from the AH (transport/packet.h) */
+	uint8_t ud_deth_rsvd; /* SWV_DETH_* bits and SL, from the AH (transport/packet.h) */
+	uint8_t ud_mgid[16];  /* SWV_DETH_MGID: the AH's DGID, sent in front of the payload */
 	uint32_t length;   /* total payload bytes */
 	uint32_t num_sge;  /* 0 when inline */
 	bool signaled;     /* CQE due on success */
