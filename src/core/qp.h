@@ -122,6 +122,16 @@ struct swv_qp {
 	 * the SRQ is destroyed (swv_xrc_srq_unlink clears the three). */
 	enum { SWV_XRC_NONE, SWV_XRC_INI, SWV_XRC_TGT } xrc;
 	struct swv_xrcd *xrcd;
+	/* TGT QPs and ibv_open_qp (core/xrcd.h), under swv_xrc_lock. A TGT QP: its entry
+	 * in the domain's TGT list, the handles opened on it, whether its creator
+	 * destroyed its own handle (it lives on for the opened ones and raises no async
+	 * event, tgt_orphan also read under lock), and its registry file (-1: none; 0 is
+	 * set by swv_xrc_tgt_link). An opened handle:
+	 * open_real is the TGT QP, open_entry its place in the QP's open_list. */
+	struct swv_list tgt_entry, open_list, open_entry;
+	struct swv_qp *open_real;
+	bool tgt_orphan, tgt_linked;
+	int tgt_reg_fd;
 	uint32_t qpn;
 	struct swv_list ctx_entry; /* in ctx->qp_list, under ctx->qp_lock */
 
