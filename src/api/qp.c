@@ -120,10 +120,16 @@ SWV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int at
 	if (!qp || !attr)
 		return EINVAL;
 	struct swv_qp *q = to_swv_qp(qp);
+	/* A handle of ibv_open_qp modifies the TGT QP it names (core/xrcd.h). */
+	if (q->open_real)
+		q = q->open_real;
 	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR &&
-	    qp->state != IBV_QPS_ERR && qp->state != IBV_QPS_RESET)
+	    q->qpx.qp_base.state != IBV_QPS_ERR && q->qpx.qp_base.state != IBV_QPS_RESET)
 		drain_before_err(q);
-	return swv_qp_modify(q, attr, attr_mask);
+	int rc = swv_qp_modify(q, attr, attr_mask);
+	if (!rc && q != to_swv_qp(qp) && (attr_mask & IBV_QP_STATE))
+		qp->state = attr->qp_state; /* the handle's copy, as libibverbs keeps it */
+	return rc;
 }
 
 SWV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
@@ -132,7 +138,8 @@ SWV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int att
 	/* attr_mask is a hint; every attribute is returned, as providers do. */
 	if (!qp || !attr || !init_attr)
 		return EINVAL;
-	return swv_qp_query(to_swv_qp(qp), attr, init_attr);
+	struct swv_qp *q = to_swv_qp(qp);
+	return swv_qp_query(q->open_real ? q->open_real : q, attr, init_attr);
 }
 
 SWV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)

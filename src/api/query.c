@@ -104,6 +104,9 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 	    IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
 	ex.odp_caps.per_transport_caps.ud_odp_caps =
 	    IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	/* XRC is RC inside (INI sends, TGT responds into XRC SRQs): RC's set, no RQ. */
+	ex.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+			  IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 	ex.max_dm_size = SWV_DEV_MAX_DM_SIZE; /* per context (core/dm.h) */
 	/* No TSO, RSS, packet pacing, tag matching, CQ moderation: all left 0. */
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;

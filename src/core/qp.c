@@ -199,6 +199,7 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 
 	if (tgt) {
 		atomic_fetch_add(&qp->xrcd->users, 1);
+		swv_xrc_tgt_link(qp); /* ibv_open_qp finds it from now on */
 	} else {
 		atomic_fetch_add(&pd->users, 1);
 		atomic_fetch_add(&qp->scq->users, 1);
@@ -226,6 +227,19 @@ fail:
 int swv_qp_destroy(struct swv_qp *qp)
 {
 	struct swv_context *ctx = qp->ctx;
+	if (qp->open_real) {
+		/* A handle of ibv_open_qp; the QP goes with its last handle. */
+		struct swv_qp *real = swv_xrc_qp_close(qp);
+		return real ? swv_qp_destroy(real) : 0;
+	}
+	if (qp->xrc == SWV_XRC_TGT && swv_xrc_tgt_orphan(qp)) {
+		/* Handles opened on it remain: the QP lives on for them, as a kernel TGT QP
+		 * lives while any handle does. Only the creator's handle goes. */
+		struct ibv_qp *ib = &qp->qpx.qp_base;
+		swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
+				     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
+		return 0;
+	}
 	/* Still attached to a multicast group: EBUSY, as uverbs answers. */
 	pthread_mutex_lock(&ctx->mcast_lock);
 	unsigned nmcast = qp->nmcast;
@@ -392,7 +406,7 @@ void swv_qp_to_error(struct swv_qp *qp)
 	/* IB: a QP attached to an SRQ that enters the error state reports Last WQE
 	 * Reached once it will take no more WQEs from the SRQ -- here, at once (its held
 	 * WQE was just flushed), so the application knows it may destroy the QP. */
-	if (entering && qp->srq)
+	if (entering && qp->srq && !qp->tgt_orphan)
 		swv_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
 	qp->req.rnr_until = 0;
 	qp->req.ack_deadline = 0;
@@ -405,7 +419,7 @@ void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
 {
 	swv_log(SWV_LOG_WARN, "qp %#x: CQ overflow, QP moves to the error state", qp->qpn);
 	swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &cq->ibcq);
-	if (qp->state != IBV_QPS_ERR)
+	if (qp->state != IBV_QPS_ERR && !qp->tgt_orphan)
 		swv_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
 	swv_qp_to_error(qp);
 }

@@ -45,7 +45,8 @@ struct swv_send_wqe {
 	uint32_t ud_remote_qpn, ud_remote_qkey;
 	uint32_t xrc_srqn; /* XRC INI: wr.qp_type.xrc.remote_srqn, sent in XRCETH */
 	struct sockaddr_in ud_dst;
-	uint8_t ud_deth_rsvd; /* SWV_DETH_GRH | SL, from the AH (transport/packet.h) */
+	uint8_t ud_deth_rsvd; /* SWV_DETH_* bits and SL, from the AH (transport/packet.h) */
+	uint8_t ud_mgid[16];  /* SWV_DETH_MGID: the AH's DGID, sent in front of the payload */
 	uint32_t length;   /* total payload bytes */
 	uint32_t num_sge;  /* 0 when inline */
 	bool signaled;     /* CQE due on success */
@@ -121,6 +122,16 @@ struct swv_qp {
 	 * the SRQ is destroyed (swv_xrc_srq_unlink clears the three). */
 	enum { SWV_XRC_NONE, SWV_XRC_INI, SWV_XRC_TGT } xrc;
 	struct swv_xrcd *xrcd;
+	/* TGT QPs and ibv_open_qp (core/xrcd.h), under swv_xrc_lock. A TGT QP: its entry
+	 * in the domain's TGT list, the handles opened on it, whether its creator
+	 * destroyed its own handle (it lives on for the opened ones and raises no async
+	 * event, tgt_orphan also read under lock), and its registry file (-1: none; 0 is
+	 * set by swv_xrc_tgt_link). An opened handle:
+	 * open_real is the TGT QP, open_entry its place in the QP's open_list. */
+	struct swv_list tgt_entry, open_list, open_entry;
+	struct swv_qp *open_real;
+	bool tgt_orphan, tgt_linked;
+	int tgt_reg_fd;
 	uint32_t qpn;
 	struct swv_list ctx_entry; /* in ctx->qp_list, under ctx->qp_lock */
 

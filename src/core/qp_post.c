@@ -234,6 +234,10 @@ int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah
 	w->ud_remote_qkey = remote_qkey;
 	w->ud_deth_rsvd = (uint8_t)((ah->attr.is_global ? SWV_DETH_GRH : 0) |
 				    (ah->attr.sl & SWV_DETH_SL_MASK));
+	if (ah->attr.is_global && swv_gid_is_mcast(ah->attr.grh.dgid.raw)) {
+		w->ud_deth_rsvd |= SWV_DETH_MGID;
+		memcpy(w->ud_mgid, ah->attr.grh.dgid.raw, sizeof(w->ud_mgid));
+	}
 	return 0;
 }
 

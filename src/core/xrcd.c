@@ -64,13 +64,13 @@ static bool registry_dir(char *out, size_t size)
  * domain is then known to this process only). The guard serialises the probe-and-take of
  * every opener on the machine: flock cannot turn LOCK_EX into LOCK_SH atomically, and
  * without it a second opener probing in between would take the domain for absent. */
-static int registry_open(const char *devname, const struct stat *st, int *guard)
+static int registry_open(const char *devname, const struct stat *st, int *guard, char path[4096])
 {
-	char dir[4096 - 128], path[4096];
+	char dir[4096 - 128];
 	*guard = -1;
 	if (!registry_dir(dir, sizeof(dir)))
 		return -1;
-	snprintf(path, sizeof(path), "%s/xrcd.lock", dir);
+	snprintf(path, 4096, "%s/xrcd.lock", dir);
 	*guard = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (*guard < 0)
 		return -1;
@@ -80,8 +80,8 @@ static int registry_open(const char *devname, const struct stat *st, int *guard)
 			*guard = -1;
 			return -1;
 		}
-	snprintf(path, sizeof(path), "%s/xrcd-%s-%llx-%llu", dir, devname,
-		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
+	snprintf(path, 4096, "%s/xrcd-%s-%llx-%llu", dir, devname, (unsigned long long)st->st_dev,
+		 (unsigned long long)st->st_ino);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		close(*guard);
@@ -113,11 +113,12 @@ static int dom_get(const struct swv_device *dev, int fd, int oflags, struct swv_
 		return EINVAL;
 	}
 	int lock_fd = -1;
+	char path[4096];
 	if (fd != -1) {
 		/* Another process has the domain open iff it holds the file's lock
 		 * (LOCK_SH; under the guard nobody else probes with LOCK_EX). */
 		int guard;
-		lock_fd = registry_open(dev->ibdev.name, &st, &guard);
+		lock_fd = registry_open(dev->ibdev.name, &st, &guard, path);
 		if (lock_fd >= 0) {
 			bool exists = flock(lock_fd, LOCK_EX | LOCK_NB) != 0;
 			int rc = 0;
@@ -137,6 +138,13 @@ static int dom_get(const struct swv_device *dev, int fd, int oflags, struct swv_
 		}
 	}
 	struct swv_xrc_dom *d = calloc(1, sizeof(*d));
+	if (d && lock_fd >= 0) {
+		d->reg_path = strdup(path);
+		if (!d->reg_path) {
+			free(d);
+			d = NULL;
+		}
+	}
 	if (!d) {
 		if (lock_fd >= 0)
 			close(lock_fd);
@@ -149,6 +157,7 @@ static int dom_get(const struct swv_device *dev, int fd, int oflags, struct swv_
 	d->refs = 1;
 	d->lock_fd = lock_fd;
 	swv_list_init(&d->srqs);
+	swv_list_init(&d->tgts);
 	swv_list_add_tail(&doms, &d->entry);
 	*out = d;
 	return 0;
@@ -202,6 +211,7 @@ int swv_close_xrcd(struct ibv_xrcd *ibx)
 		swv_list_del(&d->entry);
 		if (d->lock_fd >= 0)
 			close(d->lock_fd); /* releases the shared lock: gone for this process */
+		free(d->reg_path);
 		free(d);
 	}
 	pthread_mutex_unlock(&swv_xrc_lock);
@@ -302,4 +312,172 @@ void swv_xrc_srq_put(struct swv_srq *srq)
 	pthread_mutex_lock(&swv_xrc_lock);
 	atomic_fetch_sub(&srq->users, 1);
 	pthread_mutex_unlock(&swv_xrc_lock);
+}
+
+/* The registry file of TGT QP qpn of domain d (NULL path: none). */
+static bool tgt_reg_path(const struct swv_xrc_dom *d, uint32_t qpn, char *out, size_t size)
+{
+	return d->reg_path && (size_t)snprintf(out, size, "%s-qp-%x", d->reg_path, qpn) < size;
+}
+
+void swv_xrc_tgt_link(struct swv_qp *qp)
+{
+	struct swv_xrc_dom *d = qp->xrcd->dom;
+	char path[4200];
+	swv_list_init(&qp->open_list);
+	qp->tgt_reg_fd = -1;
+	/* Held LOCK_SH while the QP lives, so another process tells a TGT QP that exists
+	 * (EOPNOTSUPP) from a number nobody has (EINVAL). QPNs name UDP ports: no other
+	 * live process has this one. */
+	if (tgt_reg_path(d, qp->qpn, path, sizeof(path))) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0 && flock(fd, LOCK_SH) != 0) {
+			close(fd);
+			fd = -1;
+		}
+		qp->tgt_reg_fd = fd;
+	}
+	pthread_mutex_lock(&swv_xrc_lock);
+	swv_list_add_tail(&d->tgts, &qp->tgt_entry);
+	qp->tgt_linked = true;
+	pthread_mutex_unlock(&swv_xrc_lock);
+}
+
+bool swv_xrc_tgt_orphan(struct swv_qp *qp)
+{
+	bool keep;
+	pthread_mutex_lock(&qp->lock);
+	pthread_mutex_lock(&swv_xrc_lock);
+	keep = !swv_list_empty(&qp->open_list);
+	if (keep) {
+		struct swv_qp *h = swv_list_entry(qp->open_list.next, struct swv_qp, open_entry);
+		qp->tgt_orphan = true;
+		if (qp->xrcd != h->xrcd) {
+			atomic_fetch_sub(&qp->xrcd->users, 1);
+			atomic_fetch_add(&h->xrcd->users, 1);
+			qp->xrcd = h->xrcd;
+			qp->verbs_xrcd = &h->xrcd->ibxrcd;
+		}
+	} else if (qp->tgt_linked) {
+		swv_list_del(&qp->tgt_entry);
+		qp->tgt_linked = false;
+	}
+	pthread_mutex_unlock(&swv_xrc_lock);
+	pthread_mutex_unlock(&qp->lock);
+	if (!keep && qp->tgt_reg_fd >= 0) {
+		char path[4200];
+		if (tgt_reg_path(qp->xrcd->dom, qp->qpn, path, sizeof(path)))
+			unlink(path);
+		close(qp->tgt_reg_fd);
+		qp->tgt_reg_fd = -1;
+	}
+	return keep;
+}
+
+struct swv_qp *swv_xrc_qp_close(struct swv_qp *h)
+{
+	struct swv_qp *real = h->open_real;
+	/* The QP's lock too: its responder reads qp->xrcd, which may move below. */
+	pthread_mutex_lock(&real->lock);
+	pthread_mutex_lock(&swv_xrc_lock);
+	swv_list_del(&h->open_entry);
+	bool last = swv_list_empty(&real->open_list) && real->tgt_orphan;
+	/* The QP may be using this handle's XRCD: hand it another handle's, or keep
+	 * the reference until the QP goes below. */
+	if (real->xrcd == h->xrcd && !swv_list_empty(&real->open_list)) {
+		struct swv_qp *o = swv_list_entry(real->open_list.next, struct swv_qp, open_entry);
+		atomic_fetch_sub(&real->xrcd->users, 1);
+		atomic_fetch_add(&o->xrcd->users, 1);
+		real->xrcd = o->xrcd;
+		real->verbs_xrcd = &o->xrcd->ibxrcd;
+	}
+	pthread_mutex_unlock(&swv_xrc_lock);
+	pthread_mutex_unlock(&real->lock);
+	atomic_fetch_sub(&h->xrcd->users, 1);
+	pthread_cond_destroy(&h->qpx.qp_base.cond);
+	pthread_mutex_destroy(&h->qpx.qp_base.mutex);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return last ? real : NULL;
+}
+
+/* Whether TGT QP qpn of domain d is held open by another process. */
+static bool tgt_elsewhere(const struct swv_xrc_dom *d, uint32_t qpn)
+{
+	char path[4200];
+	if (!tgt_reg_path(d, qpn, path, sizeof(path)))
+		return false;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	close(fd);
+	return held;
+}
+
+struct ibv_qp *swv_open_qp(struct ibv_context *ibctx, struct ibv_qp_open_attr *attr)
+{
+	const uint32_t need = IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE;
+	int rc = 0;
+	if (!ibctx || !attr)
+		rc = EINVAL;
+	else if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED)
+		rc = EOPNOTSUPP;
+	else if ((attr->comp_mask & need) != need || !attr->xrcd || attr->xrcd->context != ibctx ||
+		 attr->qp_type != IBV_QPT_XRC_RECV)
+		rc = EINVAL;
+	struct swv_qp *h = rc ? NULL : calloc(1, sizeof(*h));
+	if (!rc && !h)
+		rc = ENOMEM;
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	struct swv_xrcd *x = to_swv_xrcd(attr->xrcd);
+	h->ctx = to_swv_ctx(ibctx);
+	h->xrc = SWV_XRC_TGT;
+	h->type = IBV_QPT_RC;
+	h->xrcd = x;
+	h->verbs_xrcd = attr->xrcd;
+	h->qpn = attr->qp_num;
+	h->state = IBV_QPS_RESET;
+	h->tgt_reg_fd = -1;
+	swv_list_init(&h->trig_list);
+	swv_list_init(&h->open_list);
+	pthread_mutex_init(&h->lock, NULL);
+	struct ibv_qp *ib = &h->qpx.qp_base;
+	ib->context = ibctx;
+	ib->qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : NULL;
+	ib->qp_num = attr->qp_num;
+	ib->handle = attr->qp_num;
+	ib->qp_type = IBV_QPT_XRC_RECV;
+	ib->state = IBV_QPS_UNKNOWN; /* as rdma-core's open leaves it */
+	pthread_mutex_init(&ib->mutex, NULL);
+	pthread_cond_init(&ib->cond, NULL);
+
+	pthread_mutex_lock(&swv_xrc_lock);
+	struct swv_qp *real = NULL;
+	for (struct swv_list *e = x->dom->tgts.next; e != &x->dom->tgts; e = e->next) {
+		struct swv_qp *q = swv_list_entry(e, struct swv_qp, tgt_entry);
+		if (q->qpn == attr->qp_num) {
+			real = q;
+			break;
+		}
+	}
+	if (real) {
+		h->open_real = real;
+		swv_list_add_tail(&real->open_list, &h->open_entry);
+		atomic_fetch_add(&x->users, 1); /* close_xrcd: EBUSY while the handle lives */
+	}
+	pthread_mutex_unlock(&swv_xrc_lock);
+	if (!real) {
+		rc = tgt_elsewhere(x->dom, attr->qp_num) ? EOPNOTSUPP : EINVAL;
+		pthread_cond_destroy(&ib->cond);
+		pthread_mutex_destroy(&ib->mutex);
+		pthread_mutex_destroy(&h->lock);
+		free(h);
+		errno = rc;
+		return NULL;
+	}
+	return ib;
 }

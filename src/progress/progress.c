@@ -105,10 +105,8 @@ static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 	if (swv_unlikely(ep->mcast)) {
 		/* A group's socket: for QPN 0xffffff only, to every QP attached. */
 		group_flush(st);
-		if (pkt.dqpn != SWV_MCAST_QPN)
+		if (pkt.dqpn != SWV_MCAST_QPN || !swv_mcast_deliver(ctx, ep, &pkt, &rp->src))
 			stat_inc(&pr->rx_no_qp);
-		else
-			swv_mcast_deliver(ctx, ep, &pkt, &rp->src);
 		return true;
 	}
 	/* The QPN names its socket: a packet for another port's QPN is misrouted. */

@@ -371,6 +371,13 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 		return EINVAL;
 	p.payload = buf + hdr_len;
 	p.paylen = (uint32_t)(body - pad);
+	if ((p.flags & SWV_HDR_DETH) && (p.deth_rsvd & SWV_DETH_MGID)) {
+		if (p.paylen < SWV_MGID_LEN)
+			return EINVAL;
+		p.mgid = p.payload;
+		p.payload += SWV_MGID_LEN;
+		p.paylen -= SWV_MGID_LEN;
+	}
 	p.wire = buf;
 	p.wire_len = (uint32_t)len;
 	*out = p;

@@ -36,6 +36,12 @@ static inline bool swv_pkey_match(uint16_t a, uint16_t b)
  * the low 4 bits. An IB-style receiver reports them (IBV_WC_GRH, wc.sl); see docs/wire.md. */
 #define SWV_DETH_GRH     0x80
 #define SWV_DETH_SL_MASK 0x0f
+/* A datagram to a multicast group: the IPv4 group address keeps only part of the MGID
+ * (net/addr.h), so the sender sets this bit and the first SWV_MGID_LEN payload bytes are
+ * the MGID, the GRH DGID hardware would match against the groups a QP is attached to.
+ * The parser takes them off the payload into swv_pkt.mgid. */
+#define SWV_DETH_MGID 0x40
+#define SWV_MGID_LEN  16
 
 /* Parsed view of one packet. Multi-byte fields in host order except imm (kept in
  * network order, exactly as ibv_send_wr.imm_data / ibv_wc.imm_data carry it).
@@ -63,6 +69,7 @@ struct swv_pkt {
 	uint32_t ieth_rkey;
 	uint32_t xrc_srqn; /* XRCETH (XRC requests) */
 	uint32_t feth;	   /* placement type | selectivity << SWV_FETH_SEL_SHIFT */
+	const uint8_t *mgid; /* SWV_DETH_MGID: the datagram's MGID (points into buf), else NULL */
 
 	const uint8_t *payload;
 	uint32_t paylen; /* excludes pad */

@@ -463,6 +463,15 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.opcode |= SWV_OP_XRC;
 		p.xrc_srqn = w->xrc_srqn;
 	}
+	uint8_t mc[SWV_MGID_LEN + sizeof(data)];
+	if (qp->type == IBV_QPT_UD && (p.deth_rsvd & SWV_DETH_MGID)) {
+		/* To a multicast group: the MGID goes first (transport/packet.h) */
+		memcpy(mc, w->ud_mgid, SWV_MGID_LEN);
+		if (paylen)
+			memcpy(mc + SWV_MGID_LEN, payload, paylen);
+		payload = mc;
+		paylen += SWV_MGID_LEN;
+	}
 	p.flags = swv_opcode(p.opcode)->flags;
 	p.paylen = paylen;
 	size_t hlen = swv_pkt_build_hdr(hdr, &p);

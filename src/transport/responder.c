@@ -1027,8 +1027,10 @@ static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
 			 const struct sockaddr_in *src, uint8_t grh[40])
 {
 	const struct swv_dev_config *cfg = qp->ctx ? qp->ctx->cfg : NULL;
-	uint32_t tlen = (uint32_t)(SWV_BTH_LEN + 8 + ((pkt->opcode & 0x1f) == SWV_OP_SEND_ONLY_IMM ? 4 : 0) +
-				   pkt->paylen + ((-pkt->paylen) & 3) + SWV_CRC_LEN);
+	uint32_t tlen =
+	    (uint32_t)(SWV_BTH_LEN + 8 + ((pkt->opcode & 0x1f) == SWV_OP_SEND_ONLY_IMM ? 4 : 0) +
+		       (pkt->mgid ? SWV_MGID_LEN : 0) + pkt->paylen +
+		       ((-(pkt->paylen + (pkt->mgid ? SWV_MGID_LEN : 0))) & 3) + SWV_CRC_LEN);
 
 	memset(grh, 0, 40);
 	if (cfg && cfg->link == SWV_LINK_ETH) {

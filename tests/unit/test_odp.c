@@ -34,6 +34,8 @@ static void test_caps(struct ibv_context *c)
 		 IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE);
 	CHECK_EQ(a.odp_caps.per_transport_caps.ud_odp_caps,
 		 IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV);
+	/* XRC: RC's, but receives only ever come from XRC SRQs (pyverbs' ODP XRC test) */
+	CHECK_EQ(a.xrc_odp_caps, rc & ~(uint32_t)IBV_ODP_SUPPORT_RECV);
 }
 
 static void test_register(struct ibv_pd *pd)

@@ -158,7 +158,7 @@ static void random_fields(struct swv_pkt *p, uint8_t op, uint32_t paylen)
 	p->atmack_orig = rnd64();
 	p->deth_qkey = rnd();
 	p->deth_sqpn = rnd() & SWV_QPN_MASK;
-	p->deth_rsvd = (uint8_t)rnd();
+	p->deth_rsvd = (uint8_t)(rnd() & ~SWV_DETH_MGID); /* the MGID bit: test_mgid */
 	p->imm = rnd();
 	p->ieth_rkey = rnd();
 	p->xrc_srqn = rnd() & SWV_QPN_MASK;
@@ -620,6 +620,36 @@ static int write_pcap(const char *path)
 }
 
 /* PSN arithmetic modulo 2^24: order (sign) and signed distance, across the wrap. */
+/* SWV_DETH_MGID: the first 16 payload bytes are the MGID, taken off the payload; a
+ * datagram with the bit and fewer than 16 payload bytes is malformed. */
+static void test_mgid(void)
+{
+	for (uint32_t len = 0; len <= 40; len++) {
+		struct swv_pkt p, q;
+		random_fields(&p, SWV_OP_UD | SWV_OP_SEND_ONLY, len);
+		p.deth_rsvd = SWV_DETH_MGID | SWV_DETH_GRH | 5;
+		size_t n = build(pkt, &p, payload_src);
+		CHECK(n > 0);
+		if (len < SWV_MGID_LEN) {
+			CHECK_EQ(swv_pkt_parse(pkt, n, &q), EINVAL);
+			continue;
+		}
+		CHECK_OK(swv_pkt_parse(pkt, n, &q));
+		CHECK(q.mgid == pkt + SWV_BTH_LEN + 8);
+		CHECK(memcmp(q.mgid, payload_src, SWV_MGID_LEN) == 0);
+		CHECK(q.payload == q.mgid + SWV_MGID_LEN);
+		CHECK_EQ(q.paylen, len - SWV_MGID_LEN);
+		CHECK_EQ(q.deth_rsvd, SWV_DETH_MGID | SWV_DETH_GRH | 5);
+	}
+	/* Without the bit: no MGID, the whole payload. */
+	struct swv_pkt p, q;
+	random_fields(&p, SWV_OP_UD | SWV_OP_SEND_ONLY, 20);
+	size_t n = build(pkt, &p, payload_src);
+	CHECK_OK(swv_pkt_parse(pkt, n, &q));
+	CHECK(q.mgid == NULL);
+	CHECK_EQ(q.paylen, 20);
+}
+
 static void test_psn_math(void)
 {
 	CHECK_EQ(swv_psn_add(0xffffff, 1), 0);
@@ -650,6 +680,7 @@ int main(int argc, char **argv)
 	test_corruption();
 	test_malformed();
 	test_build_validation();
+	test_mgid();
 	test_psn_math();
 	printf("test_packet: OK\n");
 	return 0;

@@ -4,7 +4,9 @@
  * handles of one file naming one domain (an SRQ made on one handle takes the messages
  * of a TGT QP made on another), close EBUSY while used, XRC SRQ and QP creation rules
  * and errnos, the XRC state-transition masks, posting rules, the QP types swverbs-stat
- * shows, ibv_open_qp's honest EOPNOTSUPP. Traffic between processes is tests/mp/test_xrc.c.
+ * shows, ibv_open_qp (errnos; handles in this context and another; traffic through a TGT
+ * QP its creator destroyed). Traffic between processes is tests/mp/test_xrc.c, ibv_open_qp
+ * of another process's TGT QP tests/mp/test_xrc_open.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -210,16 +212,6 @@ static void test_objects(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_
 	CHECK(js && strstr(js, "XRC_TGT"));
 	free(js);
 
-	/* ibv_open_qp (another process's TGT QP) is not implemented */
-	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-						   IBV_QP_OPEN_ATTR_TYPE,
-				      .qp_num = t->qp_num,
-				      .xrcd = x,
-				      .qp_type = IBV_QPT_XRC_RECV};
-	errno = 0;
-	CHECK(ibv_open_qp(ctx, &oa) == NULL);
-	CHECK(errno == EOPNOTSUPP || errno == ENOSYS);
-
 	CHECK_OK(ibv_destroy_qp(i));
 	CHECK_OK(ibv_destroy_qp(t));
 	CHECK_OK(ibv_destroy_srq(s2));
@@ -337,6 +329,155 @@ static void test_one_domain(struct ibv_context *ctx, struct ibv_pd *pd, const ch
 	free(buf);
 }
 
+#define OPEN_ALL (IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE)
+
+static struct ibv_qp *xopen_qp(struct ibv_context *ctx, uint32_t mask, struct ibv_xrcd *x,
+			       uint32_t qpn, enum ibv_qp_type type)
+{
+	struct ibv_qp_open_attr a = {.comp_mask = mask, .qp_num = qpn, .xrcd = x, .qp_type = type};
+	return ibv_open_qp(ctx, &a);
+}
+
+/* One message from ini to SRQ s (number srqn), delivered through TGT QP number tgtn. */
+static void xrc_send(struct ibv_qp *ini, struct ibv_cq *scq, struct ibv_srq *s, uint32_t srqn,
+		     struct ibv_cq *rcq, struct ibv_mr *mr, uint32_t tgtn, const char *msg)
+{
+	char *buf = mr->addr;
+	size_t len = strlen(msg) + 1;
+	memset(buf + 2048, 0, 64);
+	struct ibv_sge rs = {(uintptr_t)buf + 2048, 64, mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 9, .sg_list = &rs, .num_sge = 1}, *rbad;
+	CHECK_OK(ibv_post_srq_recv(s, &rw, &rbad));
+	memcpy(buf, msg, len);
+	struct ibv_sge ss = {(uintptr_t)buf, (uint32_t)len, mr->lkey};
+	struct ibv_send_wr sw = {.wr_id = 3,
+				 .sg_list = &ss,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *sbad;
+	sw.qp_type.xrc.remote_srqn = srqn;
+	CHECK_OK(ibv_post_send(ini, &sw, &sbad));
+	struct ibv_wc wc = poll1(scq);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	wc = poll1(rcq);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK_EQ(wc.qp_num, tgtn);
+	CHECK_EQ(wc.byte_len, len);
+	CHECK(memcmp(buf + 2048, msg, len) == 0);
+}
+
+/* ibv_open_qp in this process, as the kernel's open_qp: the errnos; a handle (no PD, CQ
+ * or queues) that modifies and queries the TGT QP; handles in another context of the
+ * process; the QP lives on, delivering, after its creator destroyed it and closed its
+ * XRCD, until its last handle goes; then its number names nothing. */
+static void test_open_qp(struct ibv_context *ctx, struct ibv_pd *pd, const char *path)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0),
+		      *scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(cq && scq);
+	int fa = open(path, O_RDONLY), fb = open(path, O_RDONLY);
+	CHECK(fa >= 0 && fb >= 0);
+	struct ibv_xrcd *a = xopen(ctx, FD_OFL, fa, O_CREAT), *b = xopen(ctx, FD_OFL, fb, O_CREAT);
+	struct ibv_xrcd *other = xopen(ctx, FD_OFL, -1, O_CREAT);
+	CHECK(a && b && other);
+	struct ibv_mr *mr = swvt_reg_buf(pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_srq *s = xsrq(ctx, pd, b, cq, SRQ_ALL);
+	CHECK_PTR(s);
+	uint32_t srqn;
+	CHECK_OK(ibv_get_srq_num(s, &srqn));
+	struct ibv_qp *tgt = tgt_qp(ctx, a), *ini = ini_qp(ctx, pd, scq);
+	CHECK(tgt && ini);
+	uint32_t n = tgt->qp_num;
+
+	CHECK_NULL_ERRNO(
+	    xopen_qp(ctx, OPEN_ALL | IBV_QP_OPEN_ATTR_RESERVED, b, n, IBV_QPT_XRC_RECV),
+	    EOPNOTSUPP);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL & ~IBV_QP_OPEN_ATTR_XRCD, b, n, IBV_QPT_XRC_RECV),
+			 EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL & ~IBV_QP_OPEN_ATTR_NUM, b, n, IBV_QPT_XRC_RECV),
+			 EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL & ~IBV_QP_OPEN_ATTR_TYPE, b, n, IBV_QPT_XRC_RECV),
+			 EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, b, n, IBV_QPT_RC), EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, b, n, IBV_QPT_XRC_SEND), EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, other, n, IBV_QPT_XRC_RECV), EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, b, ini->qp_num, IBV_QPT_XRC_RECV), EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, b, 0xfffff0, IBV_QPT_XRC_RECV), EINVAL);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, NULL, n, IBV_QPT_XRC_RECV), EINVAL);
+
+	/* another context of this process, on the same file: its own handle */
+	struct ibv_context *ctx2 = swvt_open_first_device();
+	CHECK_PTR(ctx2);
+	int fc = open(path, O_RDONLY);
+	CHECK(fc >= 0);
+	struct ibv_xrcd *c2 = xopen(ctx2, FD_OFL, fc, 0);
+	CHECK_PTR(c2);
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, c2, n, IBV_QPT_XRC_RECV), EINVAL); /* not ctx's */
+	struct ibv_qp *h2 = xopen_qp(ctx2, OPEN_ALL, c2, n, IBV_QPT_XRC_RECV);
+	CHECK_PTR(h2);
+	CHECK(h2->context == ctx2 && h2->qp_num == n);
+
+	struct ibv_qp_open_attr oa = {.comp_mask = OPEN_ALL | IBV_QP_OPEN_ATTR_CONTEXT,
+				      .qp_num = n,
+				      .xrcd = b,
+				      .qp_context = (void *)0x5eed,
+				      .qp_type = IBV_QPT_XRC_RECV};
+	struct ibv_qp *h = ibv_open_qp(ctx, &oa);
+	CHECK_PTR(h);
+	CHECK(h != tgt && h->qp_num == n && h->qp_type == IBV_QPT_XRC_RECV && h->context == ctx);
+	CHECK(h->qp_context == (void *)0x5eed && !h->pd && !h->send_cq && !h->recv_cq && !h->srq);
+	CHECK_EQ(h->state, IBV_QPS_UNKNOWN);
+	CHECK_EQ(ibv_close_xrcd(b), EBUSY); /* the handle (and the SRQ) use it */
+	/* a handle has no queues */
+	struct ibv_send_wr sw = {.opcode = IBV_WR_SEND}, *sbad;
+	CHECK_EQ(ibv_post_send(h, &sw, &sbad), EINVAL);
+	struct ibv_recv_wr rw = {.num_sge = 0}, *rbad;
+	CHECK_EQ(ibv_post_recv(h, &rw, &rbad), EINVAL);
+
+	/* the handle brings the TGT QP up: the QP's state is what its handles see */
+	connect_xrc(ctx, ini, h);
+	CHECK_EQ(h->state, IBV_QPS_RTS);
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK_OK(ibv_query_qp(tgt, &qa, IBV_QP_STATE, &qi));
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_OK(ibv_query_qp(h2, &qa, IBV_QP_STATE, &qi));
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_EQ(qi.qp_type, IBV_QPT_XRC_RECV);
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "through the creator's QP");
+
+	/* the creator goes, handle and XRCD: the QP stays with the opened handles */
+	CHECK_OK(ibv_destroy_qp(tgt));
+	CHECK_OK(ibv_close_xrcd(a));
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "after the creator destroyed it");
+	CHECK_OK(ibv_query_qp(h, &qa, IBV_QP_STATE, &qi));
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_OK(ibv_destroy_qp(h)); /* h2 remains */
+	CHECK_EQ(ibv_close_xrcd(c2), EBUSY);
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "one handle left");
+	struct ibv_qp *h3 = xopen_qp(ctx, OPEN_ALL, b, n, IBV_QPT_XRC_RECV);
+	CHECK_PTR(h3); /* still in the domain */
+	CHECK_OK(ibv_destroy_qp(h2));
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "the last handle");
+	CHECK_OK(ibv_destroy_qp(h3)); /* the last: the QP goes */
+	CHECK_NULL_ERRNO(xopen_qp(ctx, OPEN_ALL, b, n, IBV_QPT_XRC_RECV), EINVAL);
+
+	CHECK_OK(ibv_destroy_qp(ini));
+	CHECK_OK(ibv_destroy_srq(s));
+	CHECK_OK(ibv_close_xrcd(b));
+	CHECK_OK(ibv_close_xrcd(c2));
+	CHECK_OK(ibv_close_xrcd(other));
+	CHECK_OK(ibv_close_device(ctx2));
+	swvt_dereg_buf(mr);
+	CHECK_OK(ibv_destroy_cq(cq));
+	CHECK_OK(ibv_destroy_cq(scq));
+	CHECK_OK(close(fa));
+	CHECK_OK(close(fb));
+	CHECK_OK(close(fc));
+}
+
 /* Openers in several processes at once: exactly one O_CREAT|O_EXCL makes the domain,
  * every other one finds it (EEXIST), as one kernel object would decide. */
 #define NRACE 6
@@ -422,6 +563,7 @@ int main(void)
 	test_objects(ctx, pd, cq);
 	test_ini_ops(ctx, pd, cq);
 	test_one_domain(ctx, pd, path);
+	test_open_qp(ctx, pd, path);
 
 	CHECK_OK(ibv_destroy_cq(cq));
 	CHECK_OK(ibv_dealloc_pd(pd));
