@@ -688,12 +688,9 @@ static void id_set_dev(struct cm_id *id, struct cm_dev *d)
 	id->id.port_num = d ? 1 : 0;
 	if (d)
 		memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, d->gid.raw, 16);
-	/* librdmacm gives every id on a device that device's PD once bound (pyverbs'
-	 * PD(cmid) takes it from there, then makes the multicast AH on it). Only UD
-	 * ids for now: on RC ids it lets pyverbs' external-QP test run further, into
-	 * an intermittent RNR failure whose leftover binding fails the tests after it
-	 * (docs/compat.md). */
-	if (d && !id->id.pd && id->id.qp_type == IBV_QPT_UD)
+	/* librdmacm gives every id on a device that device's PD once bound: pyverbs
+	 * makes its multicast AHs and its external QPs on cmid.pd. */
+	if (d && !id->id.pd)
 		id->id.pd = dev_pd(d);
 	id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 }
@@ -2003,6 +2000,17 @@ static void on_req(struct cm_sock *s, const struct sockaddr_in *from, const stru
 	c->ack_timeout = l->ack_timeout;
 	c->tos = l->tos;
 	take_remote(c, m);
+	/* What rdma_init_qp_attr answers before the accept (an application that moves its
+	 * own QP does so before accepting), as the kernel's CM takes it from the REQ: the
+	 * peer's depth is our responder resources, its resources our depth, and its retry
+	 * counts are ours. rdma_accept narrows the depths to what it is given. */
+	if (!ud) {
+		int mr = d->max_rd_atom, mi = d->max_init_rd_atom;
+		c->qp_max_dest_rd = (uint8_t)(m->init_depth < mr ? m->init_depth : mr);
+		c->qp_max_rd = (uint8_t)(m->resp_res < mi ? m->resp_res : mi);
+		c->qp_retry = m->retry_count;
+		c->qp_rnr_retry = m->rnr_retry_count;
+	}
 	c->state = CM_REQ_RCVD;
 	struct sockaddr_in *src = &c->id.route.addr.src_sin, *dst = &c->id.route.addr.dst_sin;
 	src->sin_family = AF_INET;
