@@ -99,20 +99,13 @@ SWV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
  * before the call (an ACK waiting in the socket or the inbox) are processed first, as an
  * adapter has processed what came in on the wire before a later command. The peer's CM
  * DREQ comes on another socket to another thread: libfabric's RxM, disconnecting on it,
- * otherwise flushed a send whose ACK had arrived just before the DREQ. Best effort: a
- * pass another thread has under way is waited for, a few times at most.
+ * otherwise flushed a send whose ACK had arrived just before the DREQ. A pass another
+ * thread has under way is waited for, then one more is run: the one under way may have
+ * looked at the port before the ACK came.
  */
 static void drain_before_err(struct swv_qp *q)
 {
-	struct swv_context *ctx = q->ctx;
-
-	if (swv_progress_is_self(ctx))
-		return;
-	for (int i = 0; i < 4; i++) {
-		if (swv_progress_assist(ctx) >= 0)
-			return;
-		swv_progress_sync(ctx);
-	}
+	(void)swv_progress_settle(q->ctx, false);
 }
 
 SWV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)

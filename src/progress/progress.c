@@ -456,17 +456,16 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-int swv_progress_assist(struct swv_context *ctx)
+/* One receive pass over every port of ctx, work_lock held (released here). A port that
+ * takes all its traffic through its inbox gets a receive system call only when needed
+ * (all_sockets: always). */
+static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_held)
 {
 	struct swv_progress *pr = &ctx->progress;
 	struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
 	unsigned n = 0;
 	int done = 0;
 
-	if (!pr->started)
-		return 0;
-	if (pthread_mutex_trylock(&pr->work_lock))
-		return -1; /* someone is receiving already */
 	work_begin(pr);
 	pthread_mutex_lock(&ctx->qp_lock); /* ports[] grows under it; entries never move */
 	for (; n < ctx->nports; n++)
@@ -481,11 +480,15 @@ int swv_progress_assist(struct swv_context *ctx)
 		 * the way requests went), or now and then for strays (a doorbell, a peer that
 		 * cannot map the inbox). */
 		uint64_t tx = atomic_load_explicit(&eps[i]->udp_tx, memory_order_relaxed);
-		if (!eps[i]->shm || tx != st->udp_seen[i] || periodic) {
+		if (all_sockets || !eps[i]->shm || tx != st->udp_seen[i] || periodic) {
 			st->udp_seen[i] = tx;
 			done += rx_endpoint(ctx, eps[i], st, &pr->rx_calls_app);
 		}
 	}
+	/* Then what the fault injector holds (answers of this pass included) leaves now,
+	 * whatever its deadline. */
+	for (unsigned i = 0; release_held && i < n; i++)
+		(void)swv_ep_flush_delayed(eps[i], UINT64_MAX);
 	stat_inc(&pr->app_passes);
 	if (done > 0)
 		rx_hot(pr, swv_now_ns());
@@ -493,6 +496,29 @@ int swv_progress_assist(struct swv_context *ctx)
 	pthread_mutex_unlock(&pr->work_lock);
 	swv_trig_run(ctx); /* as the thread does after an iteration */
 	return done;
+}
+
+int swv_progress_assist(struct swv_context *ctx)
+{
+	struct swv_progress *pr = &ctx->progress;
+
+	if (!pr->started)
+		return 0;
+	if (pthread_mutex_trylock(&pr->work_lock))
+		return -1; /* someone is receiving already */
+	return pass_locked(ctx, false, false);
+}
+
+int swv_progress_settle(struct swv_context *ctx, bool release_held)
+{
+	struct swv_progress *pr = &ctx->progress;
+
+	if (!pr->started || swv_progress_is_self(ctx))
+		return 0;
+	/* Waits for a pass under way: it may have looked at a port before the packet
+	 * that matters arrived there. Ours starts after the call, so it sees it. */
+	pthread_mutex_lock(&pr->work_lock);
+	return pass_locked(ctx, true, release_held);
 }
 
 /* Progress is wanted: send WQEs outstanding, or packets received recently. */

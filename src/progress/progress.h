@@ -146,6 +146,12 @@ bool swv_progress_is_self(struct swv_context *ctx);
  * system call per socket); waiters call swv_progress_drive instead. Never call it
  * while holding a QP or CQ lock. */
 int swv_progress_assist(struct swv_context *ctx);
+/* Process everything that reached ctx's ports before the call: waits for a pass under
+ * way, then runs one of its own over every inbox and socket. release_held: then the
+ * packets the fault injector holds for transmission leave at once. Returns the packet
+ * count (0 from the progress thread itself, which is that pass). Never call it while
+ * holding a QP or CQ lock. */
+int swv_progress_settle(struct swv_context *ctx, bool release_held);
 
 /* Whoever waits makes progress (docs/design.md): called by every call through which
  * an application learns of completions when it found nothing new (an empty

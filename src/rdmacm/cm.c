@@ -44,6 +44,16 @@ static int cm_epfd = -1, cm_wakefd = -1;
 static bool cm_thread_started;
 static uint32_t cm_next_comm;
 
+/* libswverbs' private service (src/api/cm_settle.c): what the QPs of ctx sent before
+ * a DREQ leaves first, and what reached them before a DISCONNECTED is processed. */
+extern void swv_cm_settle(struct ibv_context *ctx);
+
+/* Whether id has a connection a DREQ would end (cm_lock held). */
+static bool connected_locked(const struct cm_id *id)
+{
+	return id->state == CM_ESTABLISHED || id->state == CM_REP_SENT || id->state == CM_REP_RCVD;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -307,7 +317,40 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 			if (e->ev.event == RDMA_CM_EVENT_MULTICAST_JOIN)
 				mc_event_attach_locked(e);
 		}
+		/*
+		 * A DISCONNECTED comes after what the peer's QP sent before its DREQ (the
+		 * peer let it leave first). On an adapter those packets' CQEs are written
+		 * long before the CM reports the disconnect, and a program that polls its
+		 * CQ and then, finding it empty, reads its event channel (libfabric's RxM)
+		 * has taken them before it tears the connection down on the event. Here
+		 * the last ACK may still wait unread in the inbox or socket: it is
+		 * processed now, and on a non-blocking channel the event is put back once
+		 * (EAGAIN), so such a program polls the CQ once more before it gets the
+		 * event -- otherwise it destroyed the QP with the CQE unpolled and its
+		 * last send was reported flushed or its last receive never came.
+		 */
+		struct ibv_context *settle =
+		    e && e->ev.event == RDMA_CM_EVENT_DISCONNECTED ? e->ev.id->verbs : NULL;
+		bool hold = settle && !e->held_once && (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK);
+		if (hold) {
+			e->held_once = true;
+			e->chan = c;
+			e->next = c->head;
+			c->head = e;
+			if (!c->tail)
+				c->tail = e;
+			uint64_t one = 1;
+			if (write(c->ch.fd, &one, sizeof(one)) != sizeof(one)) {
+				/* eventfd overflow is impossible at these counts */
+			}
+		}
 		pthread_mutex_unlock(&cm_lock);
+		if (settle)
+			swv_cm_settle(settle);
+		if (hold) {
+			errno = EAGAIN;
+			return -1;
+		}
 		if (e) {
 			*event = &e->ev;
 			return 0;
@@ -688,12 +731,9 @@ static void id_set_dev(struct cm_id *id, struct cm_dev *d)
 	id->id.port_num = d ? 1 : 0;
 	if (d)
 		memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, d->gid.raw, 16);
-	/* librdmacm gives every id on a device that device's PD once bound (pyverbs'
-	 * PD(cmid) takes it from there, then makes the multicast AH on it). Only UD
-	 * ids for now: on RC ids it lets pyverbs' external-QP test run further, into
-	 * an intermittent RNR failure whose leftover binding fails the tests after it
-	 * (docs/compat.md). */
-	if (d && !id->id.pd && id->id.qp_type == IBV_QPT_UD)
+	/* librdmacm gives every id on a device that device's PD once bound: pyverbs
+	 * makes its multicast AHs and its external QPs on cmid.pd. */
+	if (d && !id->id.pd)
 		id->id.pd = dev_pd(d);
 	id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 }
@@ -839,6 +879,13 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *idp)
 		id->id.event = NULL;
 		pthread_mutex_unlock(&cm_lock);
 		rdma_ack_cm_event(e);
+		pthread_mutex_lock(&cm_lock);
+	}
+	if (connected_locked(id) && id->id.verbs) {
+		/* The DREQ must not overtake what the QP sent (see rdma_disconnect). */
+		struct ibv_context *ctx = id->id.verbs;
+		pthread_mutex_unlock(&cm_lock);
+		swv_cm_settle(ctx);
 		pthread_mutex_lock(&cm_lock);
 	}
 	id_destroy_locked(id);
@@ -1562,6 +1609,16 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *idp)
 		return -1;
 	}
 	pthread_mutex_lock(&cm_lock);
+	if (connected_locked(id) && id->id.verbs) {
+		/* The DREQ leaves after every ACK and response the QP owes: the peer
+		 * moves its QP to ERR on it, and a send whose ACK it had not yet seen
+		 * would come back flushed there. An adapter sends them in this order on
+		 * the one path; here the CM has a socket of its own. */
+		struct ibv_context *ctx = id->id.verbs;
+		pthread_mutex_unlock(&cm_lock);
+		swv_cm_settle(ctx);
+		pthread_mutex_lock(&cm_lock);
+	}
 	int rc = 0;
 	bool wait = false;
 	switch (id->state) {
@@ -2003,6 +2060,17 @@ static void on_req(struct cm_sock *s, const struct sockaddr_in *from, const stru
 	c->ack_timeout = l->ack_timeout;
 	c->tos = l->tos;
 	take_remote(c, m);
+	/* What rdma_init_qp_attr answers before the accept (an application that moves its
+	 * own QP does so before accepting), as the kernel's CM takes it from the REQ: the
+	 * peer's depth is our responder resources, its resources our depth, and its retry
+	 * counts are ours. rdma_accept narrows the depths to what it is given. */
+	if (!ud) {
+		int mr = d->max_rd_atom, mi = d->max_init_rd_atom;
+		c->qp_max_dest_rd = (uint8_t)(m->init_depth < mr ? m->init_depth : mr);
+		c->qp_max_rd = (uint8_t)(m->resp_res < mi ? m->resp_res : mi);
+		c->qp_retry = m->retry_count;
+		c->qp_rnr_retry = m->rnr_retry_count;
+	}
 	c->state = CM_REQ_RCVD;
 	struct sockaddr_in *src = &c->id.route.addr.src_sin, *dst = &c->id.route.addr.dst_sin;
 	src->sin_family = AF_INET;

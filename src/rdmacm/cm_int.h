@@ -44,6 +44,7 @@ struct cm_event {
 	struct cm_mc *mc;	 /* MULTICAST_JOIN: the membership (cleared by leave) */
 	struct cm_event *next;
 	struct cm_channel *chan;
+	bool held_once; /* DISCONNECTED: put back once for the CQ to be polled first */
 	uint8_t pdata[SWCM_PDATA_MAX];
 };
 
