@@ -30,7 +30,10 @@
 #define CM_KA_MS       1000
 #define CM_KA_MISSED   10
 #define CM_ACK_TIMEOUT 16 /* 4.096 us * 2^16 = 268 ms */
-#define CM_MIN_RNR     12
+/* The responder's RNR NAK timer the kernel's CM sets at RTR: 0, which the IB encoding
+ * makes 655.36 ms. Programs that lean on RNR retries (pyverbs posts a receive only after
+ * its own send completed) then survive a descheduled peer, as they do on hardware. */
+#define CM_MIN_RNR 0
 /* A port bound (or left by its listener) this recently may be about to listen. */
 #define CM_LISTEN_GRACE_MS 2000
 

@@ -86,8 +86,11 @@ static void move_qp(struct side *s, struct rdma_cm_id *id)
 		CHECK(rdma_init_qp_attr(id, &qa, &mask) == 0);
 		if (st[i] == IBV_QPS_INIT)
 			CHECK(qa.qp_access_flags & IBV_ACCESS_REMOTE_READ);
-		if (st[i] == IBV_QPS_RTR)
+		if (st[i] == IBV_QPS_RTR) {
 			CHECK((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && qa.max_dest_rd_atomic == 1);
+			/* the kernel CM's RNR NAK timer: 0 = 655.36 ms */
+			CHECK((mask & IBV_QP_MIN_RNR_TIMER) && qa.min_rnr_timer == 0);
+		}
 		if (st[i] == IBV_QPS_RTS) {
 			CHECK((mask & IBV_QP_RETRY_CNT) && qa.retry_cnt == RETRY);
 			CHECK((mask & IBV_QP_RNR_RETRY) && qa.rnr_retry == RNR_RETRY);
