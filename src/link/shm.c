@@ -298,15 +298,17 @@ static uint64_t dt_mr_chk(uint64_t salt, unsigned i, const struct dt_mr *m)
 	return mix(c, m->host);
 }
 
-#define LD(x)	 __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+/* Entry fields: a reader's acquire loads keep its second look at the sequence after
+ * them, a writer's release stores keep the odd sequence before them (no fences: this
+ * is the seqlock's whole ordering, and ThreadSanitizer can follow it). */
+#define LD(x)	 __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 
 /* Owner: rewrite entry e (its sequence odd meanwhile). dt_lock held. */
 static void dt_qp_store(struct dt_qp *e, const struct dt_qp *v)
 {
 	uint32_t s = (atomic_load_explicit(&e->seq, memory_order_relaxed) + 1) & ~1u;
 	atomic_store_explicit(&e->seq, s + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
 	ST(e->qpn, v->qpn);
 	ST(e->access, v->access);
 	ST(e->dest_qpn, v->dest_qpn);
@@ -322,7 +324,6 @@ static void dt_mr_store(struct dt_mr *e, const struct dt_mr *v)
 {
 	uint32_t s = (atomic_load_explicit(&e->seq, memory_order_relaxed) + 1) & ~1u;
 	atomic_store_explicit(&e->seq, s + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
 	ST(e->rkey, v->rkey);
 	ST(e->access, v->access);
 	ST(e->pd, v->pd);
@@ -347,7 +348,6 @@ static bool dt_qp_load(struct dt_qp *e, struct dt_qp *out, uint32_t *seq)
 	out->pkey = LD(e->pkey);
 	out->mtu = LD(e->mtu);
 	out->chk = LD(e->chk);
-	atomic_thread_fence(memory_order_acquire);
 	*seq = s;
 	return atomic_load_explicit(&e->seq, memory_order_relaxed) == s;
 }
@@ -364,7 +364,6 @@ static bool dt_mr_load(struct dt_mr *e, struct dt_mr *out, uint32_t *seq)
 	out->length = LD(e->length);
 	out->host = LD(e->host);
 	out->chk = LD(e->chk);
-	atomic_thread_fence(memory_order_acquire);
 	*seq = s;
 	return atomic_load_explicit(&e->seq, memory_order_relaxed) == s;
 }
