@@ -17,6 +17,9 @@
  *                go through the ring, bytes exact.
  *  switch_off    SWVERBS_SHM_DIRECT=0: the ring only (a child process: the switch is
  *                read once).
+ *  two_processes the placement into another process (the real case): a child streams
+ *                one-packet WRITEs into the parent's MR, every one placed, the last
+ *                with an immediate; the parent's bytes and its responder's count.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -395,6 +398,72 @@ static void switch_off(void)
 	fprintf(stderr, "ok   switch_off\n");
 }
 
+#define XP_N 200
+
+struct xp_info {
+	uint32_t qpn, rkey;
+	uint64_t addr;
+};
+
+static void two_processes(void)
+{
+	int c2p[2], p2c[2];
+	CHECK_OK(pipe(c2p) ? errno : 0);
+	CHECK_OK(pipe(p2c) ? errno : 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct side a;
+		side_open(&a, RW);
+		struct xp_info me = {.qpn = a.qp->qp_num}, peer;
+		CHECK_EQ(write(c2p[1], &me, sizeof(me)), (ssize_t)sizeof(me));
+		CHECK_EQ(read(p2c[0], &peer, sizeof(peer)), (ssize_t)sizeof(peer));
+		swvt_pair_to_rtr(a.qp, peer.qpn);
+		swvt_pair_to_rts(a.qp, 14);
+		for (unsigned i = 0; i < XP_N; i++) {
+			uint32_t off = (i % 16) * 64;
+			fill(a.buf + off, 64, i);
+			post_write(&a,
+				   i + 1 < XP_N ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM,
+				   off, 64, peer.addr + off, peer.rkey, i);
+			CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
+		}
+		CHECK_EQ(stats(&a).direct_tx, XP_N);
+		side_close(&a);
+		_exit(0);
+	}
+	struct side b;
+	side_open(&b, RW);
+	struct ibv_sge rs = {(uintptr_t)b.buf, 1, b.mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 5, .sg_list = &rs, .num_sge = 1}, *rbad;
+	CHECK_OK(ibv_post_recv(b.qp, &rw, &rbad));
+	struct xp_info me = {.qpn = b.qp->qp_num, .rkey = b.mr->rkey, .addr = (uintptr_t)b.buf},
+		       peer;
+	CHECK_EQ(read(c2p[0], &peer, sizeof(peer)), (ssize_t)sizeof(peer));
+	swvt_pair_to_rtr(b.qp, peer.qpn);
+	swvt_pair_to_rts(b.qp, 14);
+	CHECK_EQ(write(p2c[1], &me, sizeof(me)), (ssize_t)sizeof(me));
+	struct ibv_wc wc = wait_wc(b.cq);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	CHECK_EQ(ntohl(wc.imm_data), XP_N - 1);
+	uint8_t want[64];
+	for (unsigned k = 0; k < 16; k++) {
+		fill(want, 64, k + (XP_N - 1 - k) / 16 * 16); /* each place's last WRITE */
+		CHECK(!memcmp(b.buf + k * 64, want, 64));
+	}
+	int st;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(resp_placed(&b), XP_N);
+	side_close(&b);
+	for (int i = 0; i < 2; i++) {
+		close(c2p[i]);
+		close(p2c[i]);
+	}
+	fprintf(stderr, "ok   two_processes\n");
+}
+
 int main(void)
 {
 	switch_off(); /* forks before the switch is read in this process */
@@ -402,6 +471,7 @@ int main(void)
 		fprintf(stderr, "skip: the intra-host link or its direct placement is off\n");
 		return 77;
 	}
+	two_processes(); /* forks before any device is open in this process */
 	placed();
 	errors();
 	dereg_stream();
