@@ -148,16 +148,14 @@ SWV_EXPORT int ibv_read_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t *val
 {
 	if (!comp_cntr || !value)
 		return EINVAL;
-	*value = swv_comp_cntr_read(to_swv_cntr(comp_cntr), false);
-	return 0;
+	return swv_comp_cntr_read(to_swv_cntr(comp_cntr), false, value);
 }
 
 SWV_EXPORT int ibv_read_err_comp_cntr(struct ibv_comp_cntr *comp_cntr, uint64_t *value)
 {
 	if (!comp_cntr || !value)
 		return EINVAL;
-	*value = swv_comp_cntr_read(to_swv_cntr(comp_cntr), true);
-	return 0;
+	return swv_comp_cntr_read(to_swv_cntr(comp_cntr), true, value);
 }
 
 SWV_EXPORT int ibv_qp_attach_comp_cntr(struct ibv_qp *qp, struct ibv_comp_cntr *comp_cntr,

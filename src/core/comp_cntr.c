@@ -71,7 +71,7 @@ void swv_comp_cntr_store(struct swv_comp_cntr *c, bool err, uint64_t value)
 }
 
 /* Slow path of swv_comp_cntr_read: the value stood still for SWV_CNTR_READ_STILL reads. */
-uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err)
+int swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err, uint64_t *value)
 {
 	_Atomic uint64_t *last = &c->rd[err].last;
 	uint64_t v;
@@ -83,7 +83,8 @@ uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err)
 	 * acquire load keeps the counting contract). */
 	v = swv_comp_cntr_load(c, err);
 	atomic_store_explicit(last, v, memory_order_relaxed);
-	return v;
+	*value = v;
+	return 0;
 }
 
 /* ---- create / destroy ---- */

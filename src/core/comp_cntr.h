@@ -132,32 +132,36 @@ static inline uint64_t swv_comp_cntr_load(const struct swv_comp_cntr *c, bool er
 /* ibv_read_comp_cntr / ibv_read_err_comp_cntr: the value, and -- whoever waits makes
  * progress -- once it has stood still for SWV_CNTR_READ_STILL reads in a row, one
  * swv_progress_drive for the counter's context (which is also every attached QP's:
- * attach refuses a QP of another context). While the count moves a read is a load
- * and a compare; on an idle context (nothing in flight, nothing received lately) a
- * still read is loads only, no store and no pass. */
+ * attach refuses a QP of another context). On an idle context (nothing in flight,
+ * nothing received lately) a read is loads only, no store and no pass; while work is
+ * in flight it is a few loads and a compare, and stores only when the value moved. */
 #define SWV_CNTR_READ_STILL 64
-uint64_t swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err);
-static inline uint64_t swv_comp_cntr_read(struct swv_comp_cntr *c, bool err)
+/* Both store the value in *value and return 0, so that the API functions end in a
+ * tail call: the common read needs no stack frame (bench_cntr's read row). */
+int swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err, uint64_t *value);
+static inline int swv_comp_cntr_read(struct swv_comp_cntr *c, bool err, uint64_t *value)
 {
 	uint64_t v = swv_comp_cntr_load(c, err);
 	_Atomic uint64_t *last = &c->rd[err].last;
 	_Atomic uint32_t *still = &c->rd[err].still;
 
+	*value = v;
+	/* Nothing in flight and nothing received lately: no pass could be wanted
+	 * (swv_progress_maybe_wanted), so the read is loads only. The hint below may go
+	 * stale meanwhile, which costs at most one read counted as moving. */
+	if (!swv_progress_maybe_wanted(c->pr))
+		return 0;
 	if (swv_likely(v != atomic_load_explicit(last, memory_order_relaxed))) {
 		atomic_store_explicit(last, v, memory_order_relaxed);
 		atomic_store_explicit(still, 0, memory_order_relaxed);
-		return v;
+		return 0;
 	}
-	/* Standing still with nothing in flight and nothing received lately: no pass
-	 * could be wanted (swv_progress_maybe_wanted), so the read stays loads only. */
-	if (!swv_progress_maybe_wanted(c->pr))
-		return v;
 	uint32_t s = atomic_load_explicit(still, memory_order_relaxed) + 1;
 	if (swv_likely(s < SWV_CNTR_READ_STILL)) {
 		atomic_store_explicit(still, s, memory_order_relaxed);
-		return v;
+		return 0;
 	}
-	return swv_comp_cntr_read_still(c, err);
+	return swv_comp_cntr_read_still(c, err, value);
 }
 
 /* Map an attach op_mask to slot bits (bit i = enum swv_cntr_slot i). */

@@ -947,5 +947,9 @@ int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	if (!ep->shm || !dst)
 		return ENOTSUP;
 	struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
-	return p ? swv_shm_direct(ep->shm, p, d, buf, len) : ENOTSUP;
+	if (!p)
+		return ENOTSUP;
+	int rc = swv_shm_direct(ep->shm, p, d, buf, len);
+	swv_shm_put(ep->shm, p);
+	return rc;
 }

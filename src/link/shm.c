@@ -97,9 +97,13 @@ struct dt_mr {
 #define RINGS_OFF  ((DT_MR_OFF + DT_MRS * sizeof(struct dt_mr) + PAGE - 1) / PAGE * PAGE)
 #define INBOX_SIZE (RINGS_OFF + (size_t)SWV_SHM_SLOTS * SWV_SHM_RING_BYTES)
 
-/* A destination: a mapped inbox and the slot claimed in it, or a remembered miss. */
+/* A destination: a mapped inbox and the slot claimed in it, or a remembered miss. The
+ * struct lives as long as its port; evict() gives it to another destination once no
+ * sender holds it (users: taken by swv_shm_route, given back by swv_shm_send/put). */
 struct swv_shm_peer {
-	uint64_t key; /* destination IPv4 << 16 | port */
+	_Atomic uint64_t key;	    /* destination IPv4 << 16 | port; 0 = none (being evicted) */
+	_Atomic unsigned users;	    /* senders holding it (route .. send) */
+	_Atomic uint64_t last_used; /* coarse ns of the last route to it */
 	/* Set once (release) when the inbox is usable; NULL for a miss. */
 	uint8_t *_Atomic ring;
 	struct shm_hdr *hdr;
@@ -108,7 +112,6 @@ struct swv_shm_peer {
 	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
-	uint64_t full_since;  /* when the ring was first found full in a row (under lock) */
 	uint64_t owner_checked; /* when a full ring last asked whether its owner lives (lock) */
 	/* Direct placement into the owner's memory (swv_shm_direct): the owner is in our
 	 * PID namespace (its pid and its slot's liveness mean something); set at attach,
@@ -130,12 +133,13 @@ struct swv_shm_port {
 	uint32_t rx_dirty;		 /* slots taken from since the last release */
 	unsigned rx_start;		 /* round-robin start */
 	/* routing: entries appended under lock, published by npeers (release); an entry
-	 * is never freed before the port closes */
+	 * is never freed before the port closes, but evict() (under lock) may give it to
+	 * another destination */
 	pthread_mutex_t lock;
 	struct swv_shm_peer *peers[SWV_SHM_MAX_PEERS];
 	_Atomic unsigned npeers;
 	bool full_logged;
-	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
+	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt, evictions;
 	_Atomic uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
 	pthread_mutex_t dt_lock; /* the owner's writers of the placement table */
 };
@@ -158,17 +162,32 @@ static inline bool port_inert(const struct swv_shm_port *sp)
 	return swv_unlikely(sp->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed));
 }
 
-/* A ring full for longer than this belongs to a receiver that stopped (SIGSTOP, a
- * debugger): a datagram (UD) sent to it is then dropped, as a full socket buffer drops
- * it, instead of holding the sender's queue. Connected traffic keeps waiting: RC
- * retransmits anyway, and a UC sender's credit says the receiver has room for it. */
-#define FULL_DROP_NS 10000000ull
-
-/* Whether the packet in iov is of the unreliable datagram service (the transport bits
- * of its BTH opcode: 011, docs/wire.md). */
-static inline bool datagram_service(const struct iovec *iov)
+/* A clock for "not used lately": a few ms of resolution, a fraction of swv_now_ns's
+ * cost, read on every route. */
+static inline uint64_t coarse_now_ns(void)
 {
-	return iov[0].iov_len && (((const uint8_t *)iov[0].iov_base)[0] >> 5) == 3;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static _Atomic uint64_t idle_ns = SWV_SHM_IDLE_NS; /* swv_shm_test_set_idle */
+
+void swv_shm_test_set_idle(uint64_t ns)
+{
+	atomic_store(&idle_ns, ns);
+}
+
+static inline void peer_touch(struct swv_shm_peer *p)
+{
+	uint64_t t = coarse_now_ns();
+	if (atomic_load_explicit(&p->last_used, memory_order_relaxed) != t)
+		atomic_store_explicit(&p->last_used, t, memory_order_relaxed);
+}
+
+static inline void peer_hold(struct swv_shm_peer *p)
+{
+	atomic_fetch_add(&p->users, 1); /* seq_cst: see evict() */
 }
 
 static inline uint64_t round8(uint64_t v)
@@ -523,21 +542,50 @@ fail:
 	return NULL;
 }
 
-/* Unmap a destination; with release, give its slot back so that the receiver's slots do
- * not run out while this process lives -- but only once the receiver has taken every
- * record of ours: it names their source by the slot's address, and the last packets a
- * closing endpoint sent (an ACK of the final message) must still arrive as ours. A slot
- * left claimed is taken over once this process is gone (claim_slot). */
-static void peer_unmap(struct swv_shm_peer *p, bool release)
+/* Whether the receiver has taken every record of ours (p->lock held, or no sender
+ * can hold p). */
+static bool peer_drained(const struct swv_shm_peer *p)
 {
-	if (p->hdr && release &&
-	    atomic_load_explicit(&p->slot->head, memory_order_acquire) == p->tail) {
+	return atomic_load_explicit(&p->slot->head, memory_order_acquire) == p->tail;
+}
+
+/* Likewise for a peer a sender may be writing to. */
+static bool peer_drained_now(struct swv_shm_peer *p)
+{
+	pthread_mutex_lock(&p->lock);
+	bool d = peer_drained(p);
+	pthread_mutex_unlock(&p->lock);
+	return d;
+}
+
+/* Unmap a destination's inbox; with release, give its slot back so that the receiver's
+ * slots do not run out while this process lives -- but only once the receiver has taken
+ * every record of ours: it names their source by the slot's address, and the last
+ * packets a closing endpoint sent (an ACK of the final message) must still arrive as
+ * ours. A slot left claimed is taken again by this process's next route there, or over
+ * once this process is gone (claim_slot). No sender may hold p. */
+static void peer_detach(struct swv_shm_peer *p, bool release)
+{
+	if (p->hdr && release && peer_drained(p)) {
 		int32_t me = (int32_t)getpid();
 		atomic_store(&p->slot->addr, 0);
 		atomic_compare_exchange_strong(&p->slot->pid, &me, 0);
 	}
 	if (p->hdr)
 		munmap(p->hdr, INBOX_SIZE);
+	atomic_store_explicit(&p->ring, NULL, memory_order_relaxed);
+	p->hdr = NULL;
+	p->slot = NULL;
+	p->tail = 0;
+	p->retry_at = 0;
+	p->owner_checked = 0;
+	atomic_store(&p->stale, false);
+	atomic_store(&p->direct_ok, false);
+}
+
+static void peer_unmap(struct swv_shm_peer *p, bool release)
+{
+	peer_detach(p, release);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -663,7 +711,53 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	return 0;
 }
 
-/* Slow path of swv_shm_route (sp->lock held). */
+/* A full table (sp->lock held): free the entry of the destination least recently routed
+ * to, among those no sender holds, not routed to for SWV_SHM_IDLE_NS, and whose ring the
+ * receiver has drained (its slot is given back); a destination whose inbox closed goes
+ * first. NULL if none may go: the new destination uses UDP, as before the table filled.
+ *
+ * Against the lock-free lookup: a sender holds an entry (users + 1), then checks that
+ * its key is still the one it looked for; evict() clears the key, then checks that
+ * nobody holds the entry. Both seq_cst: either the sender sees the cleared key and
+ * lets go, or evict() sees the sender and puts the key back. */
+static struct swv_shm_peer *evict(struct swv_shm_port *sp)
+{
+	uint64_t now = coarse_now_ns(), idle = atomic_load_explicit(&idle_ns, memory_order_relaxed);
+	struct swv_shm_peer *v = NULL;
+	uint64_t v_used = 0;
+	for (unsigned i = 0; i < SWV_SHM_MAX_PEERS; i++) {
+		struct swv_shm_peer *p = sp->peers[i];
+		if (atomic_load(&p->users))
+			continue;
+		uint64_t used = atomic_load_explicit(&p->last_used, memory_order_relaxed);
+		if (atomic_load(&p->stale)) {
+			used = 0;
+		} else {
+			if (used > now || now - used < idle)
+				continue;
+			if (atomic_load_explicit(&p->ring, memory_order_acquire) &&
+			    !peer_drained_now(p))
+				continue;
+		}
+		if (!v || used < v_used) {
+			v = p;
+			v_used = used;
+		}
+	}
+	if (!v)
+		return NULL;
+	uint64_t old = atomic_exchange(&v->key, 0);
+	if (atomic_load(&v->users) ||
+	    (!atomic_load(&v->stale) && atomic_load(&v->ring) && !peer_drained(v))) {
+		atomic_store(&v->key, old); /* taken, or written to, since it was chosen */
+		return NULL;
+	}
+	peer_detach(v, true);
+	stat_add(&sp->evictions, 1);
+	return v;
+}
+
+/* Slow path of swv_shm_route (sp->lock held). Returns the peer held, or NULL. */
 static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct sockaddr_in *dst,
 				       uint64_t key)
 {
@@ -672,35 +766,45 @@ static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct soc
 	uint64_t now = swv_now_ns();
 
 	for (unsigned i = n; i-- > 0;) {
-		if (sp->peers[i]->key != key || atomic_load(&sp->peers[i]->stale))
+		if (atomic_load(&sp->peers[i]->key) != key || atomic_load(&sp->peers[i]->stale))
 			continue;
 		p = sp->peers[i];
-		if (atomic_load_explicit(&p->ring, memory_order_acquire))
-			return p; /* another thread resolved it */
+		peer_touch(p);
+		if (atomic_load_explicit(&p->ring, memory_order_acquire)) {
+			peer_hold(p); /* under the lock: evict() cannot run */
+			return p;     /* another thread resolved it */
+		}
 		if (now < p->retry_at)
 			return NULL;
 		break; /* a miss due for another look: fill it in place */
 	}
 	if (!p) {
 		if (n == SWV_SHM_MAX_PEERS) {
-			if (!sp->full_logged)
-				swv_log(SWV_LOG_DEBUG, "shm: %u destinations cached: UDP for more",
-					n);
-			sp->full_logged = true;
-			return NULL;
+			p = evict(sp);
+			if (!p) {
+				if (!sp->full_logged)
+					swv_log(SWV_LOG_DEBUG,
+						"shm: %u destinations in use: UDP for more", n);
+				sp->full_logged = true;
+				return NULL;
+			}
+		} else {
+			p = calloc(1, sizeof(*p));
+			if (!p)
+				return NULL;
+			pthread_mutex_init(&p->lock, NULL);
+			sp->peers[n] = p;
 		}
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return NULL;
-		p->key = key;
-		pthread_mutex_init(&p->lock, NULL);
-		sp->peers[n] = p;
-		atomic_store_explicit(&sp->npeers, n + 1, memory_order_release);
+		peer_touch(p);
+		atomic_store(&p->key, key);
+		if (n < SWV_SHM_MAX_PEERS)
+			atomic_store_explicit(&sp->npeers, n + 1, memory_order_release);
 	}
 	if (peer_attach(sp, p, dst)) {
 		p->retry_at = now + SWV_SHM_MISS_TTL_NS;
 		return NULL;
 	}
+	peer_hold(p);
 	return p;
 }
 
@@ -712,19 +816,34 @@ struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockadd
 	unsigned n = atomic_load_explicit(&sp->npeers, memory_order_acquire);
 	for (unsigned i = n; i-- > 0;) {
 		struct swv_shm_peer *p = sp->peers[i];
-		if (p->key != key || atomic_load_explicit(&p->stale, memory_order_relaxed))
+		if (atomic_load_explicit(&p->key, memory_order_relaxed) != key ||
+		    atomic_load_explicit(&p->stale, memory_order_relaxed))
 			continue;
 		if (atomic_load_explicit(&p->ring, memory_order_acquire)) {
+			peer_hold(p);
+			/* Still this destination's (evict() may have taken it meanwhile), and
+			 * held now, so it stays so until swv_shm_send/put. */
+			if (swv_unlikely(atomic_load(&p->key) != key ||
+					 !atomic_load_explicit(&p->ring, memory_order_acquire))) {
+				swv_shm_put(sp, p);
+				break;
+			}
 			if (swv_likely(
-				!atomic_load_explicit(&p->hdr->closed, memory_order_relaxed)))
+				!atomic_load_explicit(&p->hdr->closed, memory_order_relaxed))) {
+				peer_touch(p);
 				return p;
+			}
 			atomic_store(&p->stale, true); /* the receiver went away */
+			swv_shm_put(sp, p);
 			break;
 		}
 		/* A remembered miss: UDP until it is due for another look. The lock keeps
 		 * retry_at consistent; the look itself is rare. */
 		pthread_mutex_lock(&sp->lock);
-		uint64_t due = p->retry_at;
+		bool same = atomic_load(&p->key) == key;
+		uint64_t due = same ? p->retry_at : 0;
+		if (same)
+			peer_touch(p);
 		pthread_mutex_unlock(&sp->lock);
 		if (swv_now_ns() < due)
 			return NULL;
@@ -783,10 +902,17 @@ static inline uint64_t rec_place(uint64_t pos, uint64_t need, bool *wrap)
 	return *wrap ? pos + (SWV_SHM_RING_BYTES - off) : pos;
 }
 
-int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
-		 int iovcnt, size_t seg_size, unsigned nseg)
+void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p)
 {
-	if (swv_unlikely(!sp || !p || !iov || iovcnt <= 0 || !nseg || port_inert(sp)))
+	(void)sp;
+	if (p)
+		atomic_fetch_sub_explicit(&p->users, 1, memory_order_release);
+}
+
+static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
+		    int iovcnt, size_t seg_size, unsigned nseg)
+{
+	if (swv_unlikely(!sp || !iov || iovcnt <= 0 || !nseg || port_inert(sp)))
 		return EINVAL;
 	uint8_t *ring = atomic_load_explicit(&p->ring, memory_order_acquire);
 	if (swv_unlikely(!ring))
@@ -815,9 +941,6 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 	}
 	if (end - head > SWV_SHM_RING_BYTES) {
 		uint64_t now = swv_now_ns();
-		if (!p->full_since)
-			p->full_since = now;
-		bool stuck = now - p->full_since > FULL_DROP_NS;
 		/* The liveness check costs two system calls: at most once per millisecond,
 		 * not at every refused attempt of every blocked QP. */
 		bool ask = now - p->owner_checked >= 1000000ull;
@@ -827,19 +950,16 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		stat_add(&sp->tx_full, 1);
 		/* A receiver that died holds its ring full for ever: what is sent to it is
 		 * lost, as datagrams to a closed port are, and the route is looked up again.
-		 * One that stopped (SIGSTOP, a debugger) loses it too after FULL_DROP_NS, as
-		 * its full socket buffer would, instead of holding the sender's queue. */
+		 * One that stopped (SIGSTOP, a debugger) refuses, as a full socket buffer
+		 * does; what to do then is the transport's (a UD requester drops after a
+		 * while). */
 		if (ask && owner_dead(p->hdr)) {
 			atomic_store(&p->stale, true);
 			return 0;
 		}
-		if (stuck && datagram_service(iov)) {
-			ring_if_sleeping(sp, p);
-			return 0;
-		}
+		ring_if_sleeping(sp, p); /* it has packets to take, should a doorbell be lost */
 		return EAGAIN;
 	}
-	p->full_since = 0;
 	uint64_t pos = p->tail;
 	int vi = 0;
 	size_t voff = 0;
@@ -866,6 +986,16 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 	return 0;
 }
 
+int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
+		 int iovcnt, size_t seg_size, unsigned nseg)
+{
+	if (swv_unlikely(!p))
+		return EINVAL;
+	int rc = shm_send(sp, p, iov, iovcnt, seg_size, nseg);
+	swv_shm_put(sp, p);
+	return rc;
+}
+
 void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p)
 {
 	pthread_mutex_lock(&p->lock);
@@ -877,6 +1007,7 @@ void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p)
 	atomic_store_explicit(&p->slot->tail, p->tail, memory_order_release);
 	pthread_mutex_unlock(&p->lock);
 	ring_if_sleeping(sp, p);
+	swv_shm_put(sp, p);
 }
 
 int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
@@ -987,6 +1118,7 @@ void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st)
 	st->doorbells_sent = atomic_load_explicit(&sp->doorbells_sent, memory_order_relaxed);
 	st->rx_pkts = atomic_load_explicit(&sp->rx_pkts, memory_order_relaxed);
 	st->rx_corrupt = atomic_load_explicit(&sp->rx_corrupt, memory_order_relaxed);
+	st->evictions = atomic_load_explicit(&sp->evictions, memory_order_relaxed);
 	st->peers = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
 	st->direct_tx = atomic_load_explicit(&sp->direct_tx, memory_order_relaxed);
 	st->direct_fallback = atomic_load_explicit(&sp->direct_fallback, memory_order_relaxed);

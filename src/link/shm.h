@@ -11,11 +11,13 @@
  * and every check, status and counter rule holds unchanged.
  *
  * Routing is per destination: swv_shm_route answers whether dst has an inbox this
- * endpoint can write to (one hash lookup on the send path; misses are remembered for
- * SWV_SHM_MISS_TTL_NS). A sender writes records, publishes the ring's tail, and sends a
- * doorbell datagram to the receiver's UDP port only if the receiver announced that it is
- * about to sleep (swv_shm_arm); a receiver that polls never costs its senders a system
- * call.
+ * endpoint can write to (a lookup in a table of SWV_SHM_MAX_PEERS destinations on the
+ * send path; misses are remembered for SWV_SHM_MISS_TTL_NS). A full table evicts the
+ * least recently used destination that has been idle for SWV_SHM_IDLE_NS and whose
+ * ring is drained, giving its slot back. A sender writes records, publishes the ring's
+ * tail, and sends a doorbell datagram to the receiver's UDP port only if the receiver
+ * announced that it is about to sleep (swv_shm_arm); a receiver that polls never costs
+ * its senders a system call.
  *
  * Threads: any thread may send (a per-peer mutex orders the producers of one ring);
  * receiving (swv_shm_rx_take / swv_shm_rx_release, swv_shm_arm) is done only under the
@@ -39,6 +41,7 @@ struct swv_rx_pkt;
 #define SWV_SHM_SLOTS	     32		  /* senders per inbox; more fall back to UDP */
 #define SWV_SHM_RING_BYTES   (1u << 20)	  /* per ring: 256 packets of 4 KiB */
 #define SWV_SHM_MAX_PEERS    64		  /* destinations cached per endpoint */
+#define SWV_SHM_IDLE_NS	     100000000ull /* a route unused this long may be evicted */
 #define SWV_SHM_MISS_TTL_NS  100000000ull /* a destination without inbox: ask again after */
 #define SWV_SHM_DOORBELL_LEN 8
 
@@ -53,13 +56,18 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd);
  * No other thread may use sp any more. NULL is a no-op. */
 void swv_shm_close(struct swv_shm_port *sp);
 
-/* The peer to write to for dst, or NULL to use UDP. Any thread. */
+/* The peer to write to for dst, or NULL to use UDP. Any thread. The peer is held for
+ * the caller -- its table entry cannot be evicted (given to another destination) -- until
+ * the caller passes it to swv_shm_send, or to swv_shm_put if it sends nothing. */
 struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockaddr_in *dst);
 /* Write nseg packets laid back to back in iov (each seg_size bytes but the last; one
- * packet: nseg 1, seg_size ignored) as one publish. Returns 0, EAGAIN (the ring is full:
- * as a full socket buffer, nothing of it was written), or EINVAL. */
+ * packet: nseg 1, seg_size ignored) as one publish, and let go of p (swv_shm_route).
+ * Returns 0, EAGAIN (the ring is full: as a full socket buffer, nothing of it was
+ * written; what follows is the transport's to decide), or EINVAL. */
 int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
 		 int iovcnt, size_t seg_size, unsigned nseg);
+/* Let go of a peer swv_shm_route returned without sending to it. NULL is a no-op. */
+void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p);
 
 /* Receive side (progress work lock held). Take up to max packets from the inbox: each
  * out[i].buf points into ring memory and stays valid until swv_shm_rx_release, which
@@ -73,8 +81,13 @@ bool swv_shm_arm(struct swv_shm_port *sp, bool on);
 bool swv_shm_is_doorbell(const uint8_t *buf, size_t len);
 
 /* Test hook, internal (unit tests only): publish on p's ring (sp: the sender's port) a record whose
- * length word claims more than the ring holds, as a broken or hostile sender could. */
+ * length word claims more than the ring holds, as a broken or hostile sender could; lets
+ * go of p as swv_shm_send does. */
 void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p);
+
+/* Test hook, internal (unit tests only): how long a route must be unused before it may
+ * be evicted (SWV_SHM_IDLE_NS by default), for every port of the process. */
+void swv_shm_test_set_idle(uint64_t ns);
 
 /*
  * Direct placement, the single copy (docs/design.md, "The intra-host link"). The owner
@@ -134,8 +147,9 @@ void swv_shm_test_corrupt_table(struct swv_shm_port *sp);
  * found a placement under way and waited for it (owner side). */
 struct swv_shm_stats {
 	uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
+	uint64_t evictions; /* routes given to another destination (the table was full) */
 	uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
-	unsigned peers;
+	unsigned peers; /* table entries (destinations, misses included) */
 };
 void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st);
 

@@ -5,6 +5,7 @@
  * and every SWV_MAX_PKT_PER_ACK packets, a window of unacknowledged PSNs, the
  * max_rd_atomic limit and FENCE. See requester.h for the send-queue model.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -595,15 +596,44 @@ static void check_sq_drained(struct swv_qp *qp)
 	}
 }
 
+/* The destination of a UD WQE as one number (IPv4 << 16 | port). */
+static uint64_t ud_dst_key(const struct swv_send_wqe *w)
+{
+	return (uint64_t)ntohl(w->ud_dst.sin_addr.s_addr) << 16 | ntohs(w->ud_dst.sin_port);
+}
+
+/* The link refused (EAGAIN) the datagram of the UD WQE w: whether to drop it. A full
+ * socket buffer, or the full ring of an intra-host receiver that stopped (SIGSTOP, a
+ * debugger), can refuse for ever, and the WQE at the head of the send queue would hold
+ * every later one, to every other destination. Once its destination has refused for
+ * SWV_UD_REFUSED_DROP_NS (no datagram to it accepted since), the datagram is lost as an
+ * unreliable datagram service loses it at a full buffer, and each later one to that
+ * destination too until it accepts one again. RC and UC keep waiting: RC retransmits
+ * anyway, and a UC sender's credit says the receiver has room. */
+static bool ud_refused_drop(struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	struct swv_req_state *r = &qp->req;
+	uint64_t dst = ud_dst_key(w), now = swv_now_ns();
+	if (!r->ud_refused_since || r->ud_refused_dst != dst) {
+		r->ud_refused_since = now;
+		r->ud_refused_dst = dst;
+		return false;
+	}
+	if (now - r->ud_refused_since < SWV_UD_REFUSED_DROP_NS)
+		return false;
+	r->n_ud_refused_drops++;
+	return true;
+}
+
 /* UC and UD (roce-wire.md 4.3, 7.2): nothing is acknowledged, so there is no window,
- * no ACK timer and no retry; UC packets wait for the receiver's credit (flowctl.h). The head WQE gets its PSNs, its packets go out in order,
- * and it completes -- CQE if signaled, SEND or RDMA_WRITE counter -- as soon as its last
- * packet has been handed to the socket (comp-cntr.md: "UC/UD: handed to the wire"). The
- * cursor is always the head: r->cur == sq.head, r->cur_pkt its packets sent. A full
- * socket leaves the rest to the progress thread (xmit_retry_at); any other transmit
- * failure is a packet lost on the wire, which an unreliable transport does not report.
- * A local gather failure completes the WQE with its status and the QP goes to ERR, as
- * for RC. */
+ * no ACK timer and no retry; UC packets wait for the receiver's credit (flowctl.h). The head WQE
+ * gets its PSNs, its packets go out in order, and it completes -- CQE if signaled, SEND or
+ * RDMA_WRITE counter -- as soon as its last packet has been handed to the socket (comp-cntr.md:
+ * "UC/UD: handed to the wire"). The cursor is always the head: r->cur == sq.head, r->cur_pkt its
+ * packets sent. A full socket leaves the rest to the progress thread (xmit_retry_at), except that a
+ * UD datagram refused for too long is dropped (ud_refused_drop); any other transmit failure is a
+ * packet lost on the wire, which an unreliable transport does not report. A local gather failure
+ * completes the WQE with its status and the QP goes to ERR, as for RC. */
 static void run_unreliable(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -664,7 +694,7 @@ static void run_unreliable(struct swv_qp *qp)
 			}
 			bool ackreq = false;
 			int rc = send_packet(qp, w, psn, r->cur_pkt, r->pkts_since_ackreq, &ackreq);
-			if (rc == EAGAIN) {
+			if (rc == EAGAIN && !(qp->type == IBV_QPT_UD && ud_refused_drop(qp, w))) {
 				r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
 				goto out;
 			}
@@ -672,6 +702,9 @@ static void run_unreliable(struct swv_qp *qp)
 				fail_head(qp, -rc);
 				return;
 			}
+			if (rc == 0 && r->ud_refused_since && qp->type == IBV_QPT_UD &&
+			    r->ud_refused_dst == ud_dst_key(w))
+				r->ud_refused_since = 0; /* it takes datagrams again */
 			r->cur_pkt++;
 			swv_fc_tx_sent(qp, swv_psn_add(psn, 1));
 		}

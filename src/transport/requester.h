@@ -56,6 +56,9 @@ enum swv_wqe_state {
  * this many sequence NAKs and probes go back N at once; then selective repeat is tried
  * again, in case the peer had only lost what followed that once. */
 #define SWV_SR_GBN_AFTER_FALLBACK 16
+/* A UD datagram whose destination the link has refused for this long completes as sent
+ * (dropped), as an unreliable datagram service drops at a full socket buffer. */
+#define SWV_UD_REFUSED_DROP_NS 10000000ull
 
 struct swv_req_state {
 	uint32_t next_psn;     /* PSN assigned to the next WQE started for the first time */
@@ -113,10 +116,15 @@ struct swv_req_state {
 	uint8_t sr_gbn_left;	/* after a fallback: sequence NAKs still to go back N for */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
+	/* UD: the destination (IPv4 << 16 | port) the link has refused (EAGAIN) since
+	 * ud_refused_since (ns, 0 = none), with no datagram to it accepted in between;
+	 * past SWV_UD_REFUSED_DROP_NS its datagrams are dropped (requester.c) */
+	uint64_t ud_refused_since, ud_refused_dst;
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
 	uint64_t n_sel_resends, n_sr_fallbacks;
 	uint64_t n_placed; /* WRITE payloads placed directly (link/shm.h, swv_shm_direct) */
+	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
 };
 
 /* What a send WR of opcode op (enum ibv_wr_opcode) completes as, and which counter

@@ -47,6 +47,14 @@
 		}                                                                                  \
 	} while (0)
 
+/* For calls returning a pointer, or NULL with errno: expr fails with errno err. */
+#define CHECK_NULL_ERRNO(expr, err)                                                                \
+	do {                                                                                       \
+		errno = 0;                                                                         \
+		CHECK((expr) == NULL);                                                             \
+		CHECK_EQ(errno, err);                                                              \
+	} while (0)
+
 /* Every function pointer of *(obj) from member 'first' to the end is set, and there are
  * 'count' of them: for callback tables that inline wrappers call unchecked. */
 #define CHECK_FNS_SET(obj, first, count)                                                           \

@@ -18,6 +18,20 @@ struct ibv_context *swvt_open_first_device(void)
 	return ctx;
 }
 
+struct swvt_dev swvt_dev_open(void)
+{
+	struct swvt_dev d = {.ctx = swvt_open_first_device()};
+	d.pd = ibv_alloc_pd(d.ctx);
+	CHECK_PTR(d.pd);
+	return d;
+}
+
+void swvt_dev_close(struct swvt_dev *d)
+{
+	CHECK_OK(ibv_dealloc_pd(d->pd));
+	CHECK_OK(ibv_close_device(d->ctx));
+}
+
 struct ibv_mr *swvt_reg_buf(struct ibv_pd *pd, size_t len, int access)
 {
 	void *buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);

@@ -14,6 +14,15 @@
 /* The first device of ibv_get_device_list, opened. */
 struct ibv_context *swvt_open_first_device(void);
 
+/* The first device, opened, and a protection domain of it. */
+struct swvt_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+};
+struct swvt_dev swvt_dev_open(void);
+/* Deallocate the PD, close the device. */
+void swvt_dev_close(struct swvt_dev *d);
+
 /* A page-aligned, zeroed buffer of len bytes registered with access; mr->addr is the
  * buffer. swvt_dereg_buf deregisters and frees it. */
 struct ibv_mr *swvt_reg_buf(struct ibv_pd *pd, size_t len, int access);

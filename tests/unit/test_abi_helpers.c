@@ -413,13 +413,6 @@ static void close_objs(struct objs *o)
 	CHECK_OK(ibv_close_device(o->ctx));
 }
 
-#define CHECK_NULL_ERRNO(expr, err)                                                                \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
-
 static void test_unsupported(struct objs *o)
 {
 	/* Import: a swverbs object lives in its process; nothing to import. */

@@ -23,13 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "core/qp.h"
 #include "inproc.h"
-#include "net/addr.h"
+#include "rawpeer.h"
 #include "net/config.h"
 #include "transport/auth.h"
 #include "transport/crc.h"
@@ -39,7 +38,6 @@
 
 #define SECRET_HEX  "000102030405060708090a0b0c0d0e0f"
 #define OTHER_HEX   "f00102030405060708090a0b0c0d0e0f"
-#define PEER_SLOT   1
 #define AETH_ACK    0x1f
 #define AETH_ACCESS 0x62 /* NAK: remote access error */
 
@@ -283,34 +281,7 @@ static void test_config(void)
 
 /* ---- over the wire ---- */
 
-static struct ibv_context *ctx;
-static struct ibv_pd *pd;
-static struct ibv_cq *cq;
-static struct ibv_mr *mr;
-static uint8_t *buf;
-static int peer; /* the connected peer: a plain UDP socket */
-static uint16_t peer_port;
-static struct in_addr lo;
-
-static uint32_t peer_qpn(void)
-{
-	return swv_qpn_make(peer_port, PEER_SLOT);
-}
-
-static void open_peer(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	struct timeval tv = {.tv_sec = 10};
-
-	peer = socket(AF_INET, SOCK_DGRAM, 0);
-	CHECK(peer >= 0);
-	CHECK_OK(bind(peer, (struct sockaddr *)&a, sizeof(a)));
-	CHECK_OK(getsockname(peer, (struct sockaddr *)&a, &len));
-	CHECK_OK(setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
-	peer_port = ntohs(a.sin_port);
-	lo.s_addr = htonl(INADDR_LOOPBACK);
-}
+static struct swvt_rawpeer rp; /* the connected peer, the device, PD, CQ and buffer */
 
 /* How the forger seals a packet. */
 enum seal {
@@ -328,29 +299,23 @@ static const char *const seal_name[NSEALS] = {"CRC",	     "other secret", "other
 /* Build p for qp, seal it and send it from the peer socket. */
 static void peer_send(struct ibv_qp *qp, struct swv_pkt *p, const void *payload, enum seal how)
 {
-	uint8_t d[SWV_MAX_HDR_LEN + 256 + SWV_MAX_TAIL_LEN];
+	uint8_t d[SWV_MAX_HDR_LEN + SWVT_RAWPEER_MAXPAY + SWV_MAX_TAIL_LEN];
 	struct swv_sip_key s = secret_key(how == SEAL_OTHER ? OTHER_HEX : SECRET_HEX), k;
-	CHECK(p->paylen <= 256);
-	p->dqpn = qp->qp_num;
-	size_t h = swv_pkt_build_hdr(d, p);
-	CHECK(h > 0);
-	if (p->paylen)
-		memcpy(d + h, payload, p->paylen);
+	struct in_addr lo = rp.addr;
+	size_t h = swvt_rawpeer_build(qp, p, payload, d);
 	if (how == SEAL_WRONG_PAIR)
-		swv_auth_derive(&s, lo, peer_qpn() + 1, lo, qp->qp_num, &k);
+		swv_auth_derive(&s, lo, swvt_rawpeer_qpn(&rp) + 1, lo, qp->qp_num, &k);
 	else if (how == SEAL_REVERSE)
-		swv_auth_derive(&s, lo, qp->qp_num, lo, peer_qpn(), &k);
+		swv_auth_derive(&s, lo, qp->qp_num, lo, swvt_rawpeer_qpn(&rp), &k);
 	else
-		swv_auth_derive(&s, lo, peer_qpn(), lo, qp->qp_num, &k);
+		swv_auth_derive(&s, lo, swvt_rawpeer_qpn(&rp), lo, qp->qp_num, &k);
 	size_t t = swv_pkt_build_tail_mac(how == SEAL_CRC ? NULL : &k, d, h, d + h, p->paylen,
 					  d + h + p->paylen);
 	CHECK(t > 0);
 	size_t n = h + p->paylen + t;
 	if (how == SEAL_TAMPERED)
 		d[n - 5] ^= 0x01; /* last byte before the trailer */
-	struct sockaddr_in to = {
-	    .sin_family = AF_INET, .sin_addr = lo, .sin_port = htons(swv_qpn_port(qp->qp_num))};
-	CHECK_EQ(sendto(peer, d, n, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)n);
+	swvt_rawpeer_sendto(&rp, qp, d, n);
 }
 
 /* The next packet swverbs sent to the peer (fails after 10 s), flow control skipped;
@@ -358,13 +323,12 @@ static void peer_send(struct ibv_qp *qp, struct swv_pkt *p, const void *payload,
 static void peer_recv(struct ibv_qp *qp, struct swv_pkt *p, uint8_t *d, size_t size)
 {
 	struct swv_sip_key s = secret_key(SECRET_HEX), k;
-	swv_auth_derive(&s, lo, qp->qp_num, lo, peer_qpn(), &k);
+	swv_auth_derive(&s, rp.addr, qp->qp_num, rp.addr, swvt_rawpeer_qpn(&rp), &k);
 	do {
-		ssize_t n = recv(peer, d, size, 0);
-		CHECK(n > 0);
-		CHECK_EQ(swv_pkt_parse(d, (size_t)n, p), EBADMSG);
-		CHECK_OK(swv_pkt_parse_ex(d, (size_t)n, true, p));
-		CHECK(swv_pkt_mac_ok(&k, d, (size_t)n));
+		size_t n = swvt_rawpeer_recv(&rp, d, size);
+		CHECK_EQ(swv_pkt_parse(d, n, p), EBADMSG);
+		CHECK_OK(swv_pkt_parse_ex(d, n, true, p));
+		CHECK(swv_pkt_mac_ok(&k, d, n));
 	} while (p->opcode == SWV_OP_FLOW_CONTROL);
 }
 
@@ -388,7 +352,7 @@ static void peer_expect_nothing(const struct swv_pkt *pending)
 	uint8_t d[512];
 	struct swv_pkt p;
 	ssize_t n;
-	while ((n = recv(peer, d, sizeof(d), MSG_DONTWAIT)) > 0) {
+	while ((n = recv(rp.fd, d, sizeof(d), MSG_DONTWAIT)) > 0) {
 		CHECK_OK(swv_pkt_parse_ex(d, (size_t)n, true, &p));
 		if (p.opcode == SWV_OP_FLOW_CONTROL)
 			continue;
@@ -406,7 +370,7 @@ static void wait_bad_mac(struct ibv_qp *qp, uint64_t want, const char *what)
 	struct ibv_wc wc;
 	uint64_t until = swv_now_ns() + 10000000000ull;
 	while (atomic_load(c) < want) {
-		int n = ibv_poll_cq(cq, 1, &wc); /* also runs a receive pass */
+		int n = ibv_poll_cq(rp.cq, 1, &wc); /* also runs a receive pass */
 		if (swv_now_ns() > until || n != 0) {
 			fprintf(stderr, "packet sealed with %s: %s\n", what,
 				n ? "completed something" : "not counted as a bad MAC");
@@ -415,69 +379,6 @@ static void wait_bad_mac(struct ibv_qp *qp, uint64_t want, const char *what)
 		usleep(100);
 	}
 	CHECK_EQ(atomic_load(c), want);
-}
-
-static struct ibv_wc wait_wc(void)
-{
-	struct ibv_wc wc;
-	uint64_t until = swv_now_ns() + 10000000000ull;
-	int n;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
-		CHECK(swv_now_ns() < until);
-		usleep(100);
-	}
-	CHECK_EQ(n, 1);
-	return wc;
-}
-
-static struct ibv_qp *mk_qp(enum ibv_qp_type type)
-{
-	struct ibv_qp_init_attr ia = {
-	    .send_cq = cq,
-	    .recv_cq = cq,
-	    .qp_type = type,
-	    .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
-	CHECK_PTR(qp);
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-	if (type == IBV_QPT_UD) {
-		a.qkey = 0x11111111;
-		mask |= IBV_QP_QKEY;
-	} else {
-		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				    (type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_READ : 0);
-		mask |= IBV_QP_ACCESS_FLAGS;
-	}
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
-	return qp;
-}
-
-/* INIT -> RTR (-> RTS) connected to the peer socket; PSNs start at 0. */
-static void connect_qp(struct ibv_qp *qp, enum ibv_qp_type type, bool rts)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
-				.path_mtu = IBV_MTU_1024,
-				.dest_qp_num = peer_qpn(),
-				.max_dest_rd_atomic = 1,
-				.min_rnr_timer = 1};
-	int mask = IBV_QP_STATE;
-	if (type != IBV_QPT_UD) {
-		swvt_local_ah_attr(ctx, &a.ah_attr);
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	}
-	if (type == IBV_QPT_RC)
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
-	if (!rts)
-		return;
-	/* timeout 0: no ACK timer, so nothing is retransmitted while the test waits */
-	struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTS, .max_rd_atomic = 1};
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (type == IBV_QPT_RC)
-		mask |=
-		    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-	CHECK_OK(ibv_modify_qp(qp, &r, mask));
 }
 
 /* Every forgery of p is dropped and counted; the checker (may be NULL) sees that it
@@ -499,7 +400,7 @@ static void send_forgeries(struct ibv_qp *qp, struct swv_pkt *p, const void *pay
 static void buf_zero8(void)
 {
 	static const uint8_t zero[8];
-	if (memcmp(buf, zero, sizeof(zero))) {
+	if (memcmp(rp.buf, zero, sizeof(zero))) {
 		fprintf(stderr, "a forged packet was executed\n");
 		exit(1);
 	}
@@ -508,18 +409,11 @@ static void buf_zero8(void)
 /* RC or UC RDMA WRITE_ONLY from the peer. */
 static void test_write(enum ibv_qp_type type)
 {
-	struct ibv_qp *qp = mk_qp(type);
-	connect_qp(qp, type, false);
-	uint8_t tr = type == IBV_QPT_RC ? SWV_OP_RC : SWV_OP_UC;
+	struct ibv_qp *qp = swvt_rawpeer_qp(&rp, type, 0);
+	swvt_rawpeer_connect(&rp, qp, type, false);
 	uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-	struct swv_pkt p = {.opcode = tr | SWV_OP_WRITE_ONLY,
-			    .ackreq = true,
-			    .psn = 0,
-			    .reth_va = (uintptr_t)buf,
-			    .reth_rkey = mr->rkey,
-			    .reth_len = sizeof(data),
-			    .paylen = sizeof(data)};
-	memset(buf, 0, 64);
+	struct swv_pkt p = swvt_rawpeer_write_only(&rp, type, sizeof(data));
+	memset(rp.buf, 0, 64);
 	send_forgeries(qp, &p, data, buf_zero8, NULL);
 
 	peer_send(qp, &p, data, SEAL_RIGHT);
@@ -527,18 +421,11 @@ static void test_write(enum ibv_qp_type type)
 		uint8_t d[256];
 		struct swv_pkt ack;
 		peer_recv(qp, &ack, d, sizeof(d)); /* checks its MAC */
-		CHECK_EQ(ack.opcode, SWV_OP_RC | SWV_OP_ACK);
-		CHECK_EQ(ack.aeth_syndrome & 0xe0, 0);
-		CHECK_EQ(ack.psn, 0);
-		CHECK_EQ(ack.aeth_msn, 1); /* nothing else was executed */
+		swvt_rawpeer_check_ack(&ack, 0, 1); /* MSN 1: nothing else was executed */
 	} else {
-		uint64_t until = swv_now_ns() + 10000000000ull;
-		while (memcmp(buf, data, sizeof(data))) {
-			CHECK(swv_now_ns() < until);
-			usleep(100);
-		}
+		swvt_rawpeer_wait_buf(&rp, data, sizeof(data));
 	}
-	CHECK(!memcmp(buf, data, sizeof(data)));
+	CHECK(!memcmp(rp.buf, data, sizeof(data)));
 	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth.rx_bad), SEAL_RIGHT);
 	CHECK_OK(ibv_destroy_qp(qp));
 }
@@ -547,38 +434,27 @@ static void test_write(enum ibv_qp_type type)
  * QPN) -> this QP. */
 static void test_ud(void)
 {
-	struct ibv_qp *qp = mk_qp(IBV_QPT_UD);
-	connect_qp(qp, IBV_QPT_UD, true);
-	struct ibv_sge sge = {(uintptr_t)buf, 256, mr->lkey};
-	struct ibv_recv_wr rw = {.wr_id = 7, .sg_list = &sge, .num_sge = 1}, *bw;
-	CHECK_OK(ibv_post_recv(qp, &rw, &bw));
+	struct ibv_qp *qp = swvt_rawpeer_ud_receiver(&rp, 0);
 	uint8_t data[16] = "authenticated";
-	struct swv_pkt p = {.opcode = SWV_OP_UD | SWV_OP_SEND_ONLY,
-			    .deth_qkey = 0x11111111,
-			    .deth_sqpn = peer_qpn(),
-			    .paylen = sizeof(data)};
+	struct swv_pkt p = swvt_rawpeer_ud_send_only(&rp, sizeof(data));
 	send_forgeries(qp, &p, data, NULL, NULL); /* wait_bad_mac fails on a completion */
 	peer_send(qp, &p, data, SEAL_RIGHT);
-	struct ibv_wc wc = wait_wc();
-	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(wc.wr_id, 7);
-	CHECK_EQ(wc.byte_len, 40 + sizeof(data));
-	CHECK(!memcmp(buf + 40, data, sizeof(data)));
+	swvt_rawpeer_expect_ud_recv(&rp, data, sizeof(data));
 
 	/* a UD send from the QP to the peer's QPN carries the MAC of that pair */
 	struct ibv_ah_attr aa;
-	swvt_local_ah_attr(ctx, &aa);
-	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	swvt_local_ah_attr(rp.ctx, &aa);
+	struct ibv_ah *ah = ibv_create_ah(rp.pd, &aa);
 	CHECK_PTR(ah);
+	struct ibv_sge sge = {(uintptr_t)rp.buf, 16, rp.mr->lkey};
 	struct ibv_send_wr sw = {.wr_id = 8,
 				 .sg_list = &sge,
 				 .num_sge = 1,
 				 .opcode = IBV_WR_SEND,
 				 .send_flags = IBV_SEND_SIGNALED},
 			   *bsw;
-	sge.length = 16;
 	sw.wr.ud.ah = ah;
-	sw.wr.ud.remote_qpn = peer_qpn();
+	sw.wr.ud.remote_qpn = swvt_rawpeer_qpn(&rp);
 	sw.wr.ud.remote_qkey = 0x11111111;
 	CHECK_OK(ibv_post_send(qp, &sw, &bsw));
 	uint8_t d[256];
@@ -586,7 +462,7 @@ static void test_ud(void)
 	peer_recv(qp, &got, d, sizeof(d));
 	CHECK_EQ(got.opcode, SWV_OP_UD | SWV_OP_SEND_ONLY);
 	CHECK_EQ(got.deth_sqpn, qp->qp_num);
-	wc = wait_wc();
+	struct ibv_wc wc = swvt_rawpeer_wait_wc(&rp);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, 8);
 	CHECK_OK(ibv_destroy_ah(ah));
@@ -595,32 +471,23 @@ static void test_ud(void)
 
 static void buf_zero_resp(void)
 {
-	CHECK_EQ(buf[0], 0);
+	CHECK_EQ(rp.buf[0], 0);
 }
 
 /* RC requester: a READ response, an atomic ACK, a NAK and an ACK forged are not acted
  * on (nothing placed, no completion, the QP stays up); sealed right, they are. */
 static void test_responses(void)
 {
-	struct ibv_qp *qp = mk_qp(IBV_QPT_RC);
-	connect_qp(qp, IBV_QPT_RC, true);
+	struct ibv_qp *qp = swvt_rawpeer_qp(&rp, IBV_QPT_RC, 0);
+	swvt_rawpeer_connect(&rp, qp, IBV_QPT_RC, true);
 	uint8_t d[512];
 	struct swv_pkt req, p;
 	struct ibv_wc wc;
-	struct ibv_sge sge = {(uintptr_t)buf, 8, mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = 1,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = IBV_WR_RDMA_READ,
-				 .send_flags = IBV_SEND_SIGNALED},
-			   *bw;
 	peer_expect_nothing(NULL);
-	wr.wr.rdma.remote_addr = 0x10000;
-	wr.wr.rdma.rkey = 0x1234;
-	memset(buf, 0, 64);
+	memset(rp.buf, 0, 64);
 
 	/* READ response */
-	CHECK_OK(ibv_post_send(qp, &wr, &bw));
+	swvt_rawpeer_post(&rp, qp, IBV_WR_RDMA_READ, 1, 0);
 	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_READ_REQUEST, 0);
 	uint8_t data[8] = {9, 8, 7, 6, 5, 4, 3, 2};
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_READ_RESP_ONLY,
@@ -630,22 +497,14 @@ static void test_responses(void)
 			     .paylen = sizeof(data)};
 	send_forgeries(qp, &p, data, buf_zero_resp, &req);
 	peer_send(qp, &p, data, SEAL_RIGHT);
-	wc = wait_wc();
+	wc = swvt_rawpeer_wait_wc(&rp);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.opcode, IBV_WC_RDMA_READ);
-	CHECK(!memcmp(buf, data, sizeof(data)));
+	CHECK(!memcmp(rp.buf, data, sizeof(data)));
 
 	/* atomic ACK of a FETCH_ADD */
-	memset(buf, 0, 64);
-	wr = (struct ibv_send_wr){.wr_id = 2,
-				  .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
-				  .send_flags = IBV_SEND_SIGNALED};
-	wr.wr.atomic.remote_addr = 0x10000;
-	wr.wr.atomic.rkey = 0x1234;
-	wr.wr.atomic.compare_add = 5;
-	CHECK_OK(ibv_post_send(qp, &wr, &bw));
+	memset(rp.buf, 0, 64);
+	swvt_rawpeer_post(&rp, qp, IBV_WR_ATOMIC_FETCH_AND_ADD, 2, 5);
 	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_FETCH_ADD, 1);
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_ATOMIC_ACK,
 			     .psn = 1,
@@ -654,21 +513,16 @@ static void test_responses(void)
 			     .atmack_orig = 0x0102030405060708ull};
 	send_forgeries(qp, &p, NULL, buf_zero_resp, &req);
 	peer_send(qp, &p, NULL, SEAL_RIGHT);
-	wc = wait_wc();
+	wc = swvt_rawpeer_wait_wc(&rp);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, 2);
 	uint64_t orig;
-	memcpy(&orig, buf, 8);
+	memcpy(&orig, rp.buf, 8);
 	CHECK_EQ(orig, 0x0102030405060708ull);
 
 	/* a SEND: a forged NAK would end it (and the QP) in error, a forged ACK would
 	 * complete it; neither does. The right ACK completes it. */
-	wr = (struct ibv_send_wr){.wr_id = 3,
-				  .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED};
-	CHECK_OK(ibv_post_send(qp, &wr, &bw));
+	swvt_rawpeer_post(&rp, qp, IBV_WR_SEND, 3, 0);
 	peer_recv_req(qp, &req, d, sizeof(d), SWV_OP_RC | SWV_OP_SEND_ONLY, 2);
 	p = (struct swv_pkt){.opcode = SWV_OP_RC | SWV_OP_ACK,
 			     .psn = 2,
@@ -679,7 +533,7 @@ static void test_responses(void)
 	p.aeth_msn = 3;
 	send_forgeries(qp, &p, NULL, NULL, &req);
 	peer_send(qp, &p, NULL, SEAL_RIGHT);
-	wc = wait_wc();
+	wc = swvt_rawpeer_wait_wc(&rp);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, 3);
 	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth.rx_bad), 4 * SEAL_RIGHT);
@@ -700,26 +554,14 @@ int main(void)
 	/* This test owns its device: one with a secret. */
 	unsetenv("SWVERBS_CONFIG");
 	setenv("SWVERBS_DEVICES", "swvau=127.0.0.1,auth_key=" SECRET_HEX, 1);
-	ctx = swvt_open_first_device();
-	pd = ibv_alloc_pd(ctx);
-	CHECK_PTR(pd);
-	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-	CHECK_PTR(cq);
-	mr = swvt_reg_buf(
-	    pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	buf = mr->addr;
-	open_peer();
+	swvt_rawpeer_open(&rp);
 
 	test_write(IBV_QPT_RC);
 	test_write(IBV_QPT_UC);
 	test_ud();
 	test_responses();
 
-	swvt_dereg_buf(mr);
-	CHECK_OK(ibv_destroy_cq(cq));
-	CHECK_OK(ibv_dealloc_pd(pd));
-	CHECK_OK(ibv_close_device(ctx));
-	close(peer);
+	swvt_rawpeer_close(&rp);
 	printf("test_auth: ok\n");
 	return 0;
 }

@@ -7,6 +7,7 @@
  * gather/scatter, the timer and error hooks; GSO is off, so every packet goes through
  * swv_qp_xmit.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@
 static uint32_t tx_psn[8192];
 static bool tx_ackreq[8192];
 static int ntx;
+static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
 		size_t hdr_len, const void *payload, uint32_t paylen)
@@ -42,8 +44,9 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
 	struct swv_pkt p;
 
-	(void)qp;
-	(void)dst;
+	const struct sockaddr_in *to = dst ? dst : &qp->peer;
+	if (refused_port && ntohs(to->sin_port) == refused_port)
+		return EAGAIN; /* a full socket buffer, or a stopped receiver's full ring */
 	CHECK(tl > 0);
 	memcpy(dgram, hdr, hdr_len);
 	if (paylen)
@@ -708,6 +711,89 @@ static void test_selective_probe_unmeasured(void)
 	CHECK_EQ(swv_req_probe_ns(qp), swv_ack_timeout_ns(qp) / 4);
 }
 
+/* Append a 64-byte UD SEND (wr_id 200 + its index) to UDP port 'port' of 127.0.0.1. */
+static void post_ud_send(uint16_t port)
+{
+	uint32_t i = qp->sq.tail;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
+	memset(w, 0, qp->sq.stride);
+	w->wr_id = 200 + i;
+	w->opcode = IBV_WR_SEND;
+	w->length = 64;
+	w->num_sge = 1;
+	w->signaled = true;
+	w->sge[0] = (struct ibv_sge){.addr = 0x1000, .length = 64, .lkey = 1};
+	w->ud_remote_qpn = (uint32_t)port << 8 | 1;
+	w->ud_dst = (struct sockaddr_in){.sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					 .sin_port = htons(port)};
+	qp->sq.tail++;
+}
+
+/* A UD datagram its link keeps refusing (EAGAIN, whichever link) completes as sent once
+ * its destination has refused for SWV_UD_REFUSED_DROP_NS, and so do the next ones to it
+ * at once, while the others go out; a datagram it accepts again ends that, and a new
+ * refusal waits the bound again. RC is never dropped so. */
+static void test_ud_refused_drop(void)
+{
+	const uint16_t stalled = 40000, other = 40001;
+	setup(3, 7);
+	qp->type = IBV_QPT_UD;
+	qp->sq.head = qp->sq.tail = 0; /* drop the fixture's WRITEs */
+	swv_req_reset(qp);
+	refused_port = stalled;
+	post_ud_send(stalled);
+	post_ud_send(stalled);
+	post_ud_send(other);
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 0); /* refused: the head waits, and everything behind it */
+	CHECK(qp->req.xmit_retry_at != 0);
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 0); /* within the bound: still waiting */
+	/* the bound has passed */
+	qp->req.ud_refused_since -= SWV_UD_REFUSED_DROP_NS;
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 3); /* both to the stalled one dropped, the other one sent */
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+		CHECK_EQ(comps[i].wc.wr_id, 200u + (unsigned)i);
+	}
+	CHECK_EQ(qp->req.n_ud_refused_drops, 2u);
+	CHECK_EQ(ntx, 1);
+	/* still refusing: dropped at once */
+	post_ud_send(stalled);
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 4);
+	CHECK_EQ(qp->req.n_ud_refused_drops, 3u);
+	/* it takes one again; the next refusal waits the bound again */
+	refused_port = 0;
+	post_ud_send(stalled);
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 5);
+	CHECK_EQ(ntx, 2);
+	refused_port = stalled;
+	post_ud_send(stalled);
+	swv_req_run(qp);
+	CHECK_EQ(ncomps, 5);
+	CHECK_EQ(qp->req.n_ud_refused_drops, 3u);
+	qp->sq.head = qp->sq.tail;
+
+	/* RC: a refused packet is never dropped, however long the refusal lasts */
+	setup(3, 7);
+	qp->attr.dest_qp_num = (uint32_t)stalled << 8 | 1;
+	qp->peer = (struct sockaddr_in){.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					.sin_port = htons(stalled)};
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 0);
+	qp->req.ud_refused_since = swv_now_ns() - 2 * SWV_UD_REFUSED_DROP_NS;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 0);
+	CHECK_EQ(ncomps, 0);
+	CHECK_EQ(qp->req.n_ud_refused_drops, 0u);
+	refused_port = 0;
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -730,6 +816,7 @@ int main(void)
 	test_selective_retry_count();
 	test_selective_probe();
 	test_selective_probe_unmeasured();
+	test_ud_refused_drop();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);

@@ -10,30 +10,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/context.h"
 #include "core/dm.h"
 #include "core/mr.h"
 #include "core/pd.h"
 
 #define MAX_DM (1u << 20)
-
-static struct ibv_context *open_dev(void)
-{
-	int n;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK(l && n > 0);
-	struct ibv_context *c = ibv_open_device(l[0]);
-	CHECK_PTR(c);
-	ibv_free_device_list(l);
-	return c;
-}
-
-#define CHECK_NULL_ERRNO(expr, err)                                                                \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
 
 static void test_alloc(struct ibv_context *c)
 {
@@ -73,7 +56,7 @@ static void test_alloc(struct ibv_context *c)
 		CHECK_OK(ibv_free_dm(dm[i]));
 	/* another context has a budget of its own */
 	at.length = MAX_DM;
-	struct ibv_context *c2 = open_dev();
+	struct ibv_context *c2 = swvt_open_first_device();
 	struct ibv_dm *d1 = ibv_alloc_dm(c, &at), *d2 = ibv_alloc_dm(c2, &at);
 	CHECK(d1 && d2);
 	CHECK_OK(ibv_free_dm(d1));
@@ -130,12 +113,9 @@ static void test_reg(struct ibv_context *c, struct ibv_pd *pd)
 	CHECK_NULL_ERRNO(
 	    ibv_reg_dm_mr(pd, dm, 0, 256, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_REMOTE_WRITE),
 	    EINVAL); /* remote write needs local write */
-	struct ibv_context *c2 = open_dev();
-	struct ibv_pd *pd2 = ibv_alloc_pd(c2);
-	CHECK_PTR(pd2);
-	CHECK_NULL_ERRNO(ibv_reg_dm_mr(pd2, dm, 0, 256, zb), EINVAL);
-	CHECK_OK(ibv_dealloc_pd(pd2));
-	CHECK_OK(ibv_close_device(c2));
+	struct swvt_dev d2 = swvt_dev_open();
+	CHECK_NULL_ERRNO(ibv_reg_dm_mr(d2.pd, dm, 0, 256, zb), EINVAL);
+	swvt_dev_close(&d2);
 
 	/* A zero-based MR over bytes 64..191: IOVA 0 is DM byte 64. */
 	struct ibv_mr *mr = ibv_reg_dm_mr(pd, dm, 64, 128,
@@ -192,22 +172,19 @@ static void test_reg(struct ibv_context *c, struct ibv_pd *pd)
  * context unmaps it (and, under ASan, nothing it allocated for the DM leaks). */
 static void test_close_frees(void)
 {
-	struct ibv_context *c = open_dev();
-	struct ibv_pd *pd = ibv_alloc_pd(c);
-	CHECK_PTR(pd);
+	struct swvt_dev d = swvt_dev_open();
 	struct ibv_alloc_dm_attr at = {.length = 8192};
-	struct ibv_dm *d1 = ibv_alloc_dm(c, &at), *d2 = ibv_alloc_dm(c, &at);
+	struct ibv_dm *d1 = ibv_alloc_dm(d.ctx, &at), *d2 = ibv_alloc_dm(d.ctx, &at);
 	CHECK_PTR(d1);
 	CHECK_PTR(d2);
 	/* one of them had an MR over it, gone before the close */
 	struct ibv_mr *mr =
-	    ibv_reg_dm_mr(pd, d1, 0, 4096, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE);
+	    ibv_reg_dm_mr(d.pd, d1, 0, 4096, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE);
 	CHECK_PTR(mr);
 	CHECK_OK(ibv_dereg_mr(mr));
-	CHECK_OK(ibv_dealloc_pd(pd));
 	void *b1 = to_swv_dm(d1)->buf, *b2 = to_swv_dm(d2)->buf;
 	CHECK_OK(msync(b1, 4096, MS_ASYNC));
-	CHECK_OK(ibv_close_device(c));
+	swvt_dev_close(&d);
 	/* msync on pages nothing maps is ENOMEM (the context's thread is gone and this
 	 * test maps nothing in between that could land there) */
 	CHECK(msync(b1, 4096, MS_ASYNC) == -1 && errno == ENOMEM);
@@ -216,14 +193,11 @@ static void test_close_frees(void)
 
 int main(void)
 {
-	struct ibv_context *c = open_dev();
-	struct ibv_pd *pd = ibv_alloc_pd(c);
-	CHECK_PTR(pd);
-	test_alloc(c);
-	test_copy(c);
-	test_reg(c, pd);
-	CHECK_OK(ibv_dealloc_pd(pd));
-	CHECK_OK(ibv_close_device(c));
+	struct swvt_dev d = swvt_dev_open();
+	test_alloc(d.ctx);
+	test_copy(d.ctx);
+	test_reg(d.ctx, d.pd);
+	swvt_dev_close(&d);
 	test_close_frees();
 	return 0;
 }

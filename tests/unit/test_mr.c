@@ -34,13 +34,6 @@ static struct swv_pd *spd(struct ibv_pd *pd)
 	return to_swv_pd(pd);
 }
 
-#define CHECK_REG_FAILS(expr, err)                                                                 \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
-
 /* Keys carry 32 unpredictable bits: no index a key reveals, nothing shared between an
  * MR's lkey and rkey, nothing sequential between consecutive registrations. */
 static void test_keys(struct ibv_pd *pd)
@@ -129,10 +122,10 @@ static void test_registration(struct ibv_pd *pd)
 {
 	static uint8_t buf[4096];
 
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_ATOMIC), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_ATOMIC), EINVAL);
 	int unknown = 1 << 12;
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, sizeof(buf), unknown), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, sizeof(buf), unknown), EINVAL);
 	/* ODP is accepted (tests/unit/test_odp.c has its rules) */
 	struct ibv_mr *odp = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND);
 	CHECK_PTR(odp);
@@ -142,11 +135,11 @@ static void test_registration(struct ibv_pd *pd)
 	    ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT);
 	CHECK_PTR(fm);
 	CHECK_OK(ibv_dereg_mr(fm));
-	CHECK_REG_FAILS(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_mr(NULL, buf, sizeof(buf), 0), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)(UINTPTR_MAX - 100), 4096, 0), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_mr_iova2(pd, buf, sizeof(buf), UINT64_MAX - 100, 0), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 3, 0), EOPNOTSUPP);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(NULL, buf, sizeof(buf), 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, (void *)(UINTPTR_MAX - 100), 4096, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr_iova2(pd, buf, sizeof(buf), UINT64_MAX - 100, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 3, 0), EOPNOTSUPP);
 
 	/* Optional-range bits (perftest passes RELAXED_ORDERING) are accepted. */
 	struct ibv_mr *mr = ibv_reg_mr_iova2(pd, buf, sizeof(buf), (uintptr_t)buf,
@@ -287,27 +280,27 @@ static void test_reg_efault(struct ibv_pd *pd)
 	CHECK_OK(mprotect(m + 3 * pg, pg, PROT_READ));
 	CHECK_OK(mprotect(m + 4 * pg, pg, PROT_NONE));
 
-	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 4096, 0), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 4096, LW), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)16, 100, 0), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg, pg, 0), EFAULT);		 /* unmapped */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg + 100, 10, 0), EFAULT);	 /* inside the hole */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg - 8, 16, 0), EFAULT);	 /* runs into it */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m, 3 * pg, LW), EFAULT);		 /* spans it */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 2 * pg, 2 * pg, LW), EFAULT); /* rw then ro */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW), EFAULT);	 /* read-only */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_WRITE), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_ATOMIC), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 4 * pg, 64, 0), EFAULT);    /* PROT_NONE */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + 4 * pg - 1, 2, 0), EFAULT); /* its first byte */
-	CHECK_REG_FAILS(ibv_reg_mr_iova2(pd, m + pg, 64, 0x1000, 0), EFAULT);
-	CHECK_REG_FAILS((ibv_reg_mr_iova)(pd, m + 3 * pg, 64, 0, LW), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, NULL, 4096, 0), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, NULL, 4096, LW), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, (void *)16, 100, 0), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + pg, pg, 0), EFAULT);	  /* unmapped */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + pg + 100, 10, 0), EFAULT);	  /* inside the hole */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + pg - 8, 16, 0), EFAULT);	  /* runs into it */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m, 3 * pg, LW), EFAULT);	  /* spans it */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 2 * pg, 2 * pg, LW), EFAULT); /* rw then ro */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 3 * pg, 64, LW), EFAULT);	  /* read-only */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_WRITE), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 3 * pg, 64, LW | IBV_ACCESS_REMOTE_ATOMIC), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 4 * pg, 64, 0), EFAULT);	/* PROT_NONE */
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + 4 * pg - 1, 2, 0), EFAULT); /* its first byte */
+	CHECK_NULL_ERRNO(ibv_reg_mr_iova2(pd, m + pg, 64, 0x1000, 0), EFAULT);
+	CHECK_NULL_ERRNO((ibv_reg_mr_iova)(pd, m + 3 * pg, 64, 0, LW), EFAULT);
 	struct ibv_mr_init_attr ia = {
 	    .comp_mask = IBV_REG_MR_MASK_ADDR, .addr = m + pg, .length = 64, .access = 0};
-	CHECK_REG_FAILS(ibv_reg_mr_ex(pd, &ia), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr_ex(pd, &ia), EFAULT);
 	/* Argument errors are still EINVAL first. */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, 0, 0), EINVAL);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, m + pg, pg, IBV_ACCESS_REMOTE_WRITE), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, NULL, 0, 0), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, m + pg, pg, IBV_ACCESS_REMOTE_WRITE), EINVAL);
 
 	/* What can be used is accepted: read-only memory without write rights, and
 	 * exactly the pages around the hole. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "mapping.h"
 #include "core/context.h"
 #include "core/device.h"
@@ -19,24 +20,6 @@
 #define ALL                                                                                        \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ON_DEMAND)
-
-static struct ibv_context *open_dev(void)
-{
-	int n;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK(l && n > 0);
-	struct ibv_context *c = ibv_open_device(l[0]);
-	CHECK_PTR(c);
-	ibv_free_device_list(l);
-	return c;
-}
-
-#define CHECK_REG_FAILS(expr, err)                                                                 \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
 
 static void test_caps(struct ibv_context *c)
 {
@@ -61,11 +44,11 @@ static void test_register(struct ibv_pd *pd)
 	CHECK_OK(mprotect(mem + 2 * pg, pg, PROT_READ));
 
 	/* Without ODP a hole or a read-only page fails the registration (pinning)... */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, mem, 4 * pg, ALL & ~IBV_ACCESS_ON_DEMAND), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, mem, 4 * pg, ALL & ~IBV_ACCESS_ON_DEMAND), EFAULT);
 	/* ODP ranges must still be user space (a non-canonical address cannot be mapped) */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)0x8000000000000000ull, 4096, ALL), EFAULT);
-	CHECK_REG_FAILS(ibv_reg_mr(pd, (void *)(uintptr_t)(SWV_USER_VA_LIMIT - 4096), 8192, ALL),
-			EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, (void *)0x8000000000000000ull, 4096, ALL), EFAULT);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, (void *)(uintptr_t)(SWV_USER_VA_LIMIT - 4096), 8192, ALL),
+			 EFAULT);
 	/* ...with ODP the pages are looked at on each access instead. */
 	struct ibv_mr *mr = ibv_reg_mr(pd, mem, 4 * pg, ALL);
 	CHECK_PTR(mr);
@@ -158,11 +141,11 @@ static void test_register(struct ibv_pd *pd)
 static void test_implicit(struct ibv_pd *pd)
 {
 	/* without ON_DEMAND the whole address space is no range */
-	CHECK_REG_FAILS(ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE), EINVAL);
 	/* its IOVA is the address itself */
-	CHECK_REG_FAILS(ibv_reg_mr_iova(pd, NULL, SIZE_MAX, 4096, ALL), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_mr_iova(pd, NULL, SIZE_MAX, 4096, ALL), EINVAL);
 	/* bad access stays bad */
-	CHECK_REG_FAILS(
+	CHECK_NULL_ERRNO(
 	    ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_WRITE), EINVAL);
 
 	struct ibv_mr *mr = ibv_reg_mr(pd, NULL, SIZE_MAX, ALL);
@@ -226,13 +209,10 @@ static void test_implicit(struct ibv_pd *pd)
 
 int main(void)
 {
-	struct ibv_context *c = open_dev();
-	struct ibv_pd *pd = ibv_alloc_pd(c);
-	CHECK_PTR(pd);
-	test_caps(c);
-	test_register(pd);
-	test_implicit(pd);
-	CHECK_OK(ibv_dealloc_pd(pd));
-	CHECK_OK(ibv_close_device(c));
+	struct swvt_dev d = swvt_dev_open();
+	test_caps(d.ctx);
+	test_register(d.pd);
+	test_implicit(d.pd);
+	swvt_dev_close(&d);
 	return 0;
 }

@@ -13,20 +13,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "inproc.h"
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/pd.h"
-
-static struct ibv_context *open_dev(void)
-{
-	int n;
-	struct ibv_device **l = ibv_get_device_list(&n);
-	CHECK(l && n > 0);
-	struct ibv_context *c = ibv_open_device(l[0]);
-	CHECK_PTR(c);
-	ibv_free_device_list(l);
-	return c;
-}
 
 #define NTYPES 4
 static const uint64_t types[NTYPES] = {SWV_RES_TYPE_QP_SQ, SWV_RES_TYPE_QP_RQ, SWV_RES_TYPE_SRQ,
@@ -110,23 +100,21 @@ static void test_errnos(struct ibv_context *c, struct ibv_pd *pd)
 	errno = 0;
 	CHECK(!ibv_alloc_parent_domain(c, &a) && errno == EINVAL);
 	/* a PD of another context */
-	struct ibv_context *c2 = open_dev();
-	struct ibv_pd *pd2 = ibv_alloc_pd(c2);
+	struct swvt_dev d2 = swvt_dev_open();
 	a.comp_mask = 0;
-	a.pd = pd2;
+	a.pd = d2.pd;
 	errno = 0;
 	CHECK(!ibv_alloc_parent_domain(c, &a) && errno == EINVAL);
 	/* a TD of another context */
 	struct ibv_td_init_attr ta = {0};
-	struct ibv_td *td2 = ibv_alloc_td(c2, &ta);
+	struct ibv_td *td2 = ibv_alloc_td(d2.ctx, &ta);
 	CHECK_PTR(td2);
 	a.pd = pd;
 	a.td = td2;
 	errno = 0;
 	CHECK(!ibv_alloc_parent_domain(c, &a) && errno == EINVAL);
 	CHECK_OK(ibv_dealloc_td(td2));
-	CHECK_OK(ibv_dealloc_pd(pd2));
-	CHECK_OK(ibv_close_device(c2));
+	swvt_dev_close(&d2);
 	ta.comp_mask = 1;
 	errno = 0;
 	CHECK(!ibv_alloc_td(c, &ta) && errno == EINVAL);
@@ -329,15 +317,12 @@ static void test_failing(struct ibv_context *c, struct ibv_pd *pd)
 
 int main(void)
 {
-	struct ibv_context *c = open_dev();
-	struct ibv_pd *pd = ibv_alloc_pd(c);
-	CHECK_PTR(pd);
-	test_errnos(c, pd);
-	test_protection(c, pd);
-	test_allocators(c, pd, false);
-	test_allocators(c, pd, true);
-	test_failing(c, pd);
-	CHECK_OK(ibv_dealloc_pd(pd));
-	CHECK_OK(ibv_close_device(c));
+	struct swvt_dev d = swvt_dev_open();
+	test_errnos(d.ctx, d.pd);
+	test_protection(d.ctx, d.pd);
+	test_allocators(d.ctx, d.pd, false);
+	test_allocators(d.ctx, d.pd, true);
+	test_failing(d.ctx, d.pd);
+	swvt_dev_close(&d);
 	return 0;
 }

@@ -160,7 +160,9 @@ static void test_corrupt(struct side *a, struct side *b)
 		CHECK(swv_now_ns() < until);
 	} while (after.rx_pkts == before.rx_pkts);
 	CHECK_EQ(after.rx_corrupt, before.rx_corrupt);
-	/* Now a record that breaks the ring's structure: dropped and counted. */
+	/* Now a record that breaks the ring's structure: dropped and counted. Each use
+	 * routes again: a send lets go of the route. */
+	CHECK(swv_shm_route(other.shm, &to) == p);
 	swv_shm_test_publish_bad(other.shm, p);
 	do {
 		swv_shm_get_stats(eb->shm, &after);
@@ -169,6 +171,7 @@ static void test_corrupt(struct side *a, struct side *b)
 	CHECK_EQ(after.rx_corrupt, before.rx_corrupt + 1);
 	/* The same ring carries sound records afterwards. */
 	uint64_t taken = after.rx_pkts;
+	CHECK(swv_shm_route(other.shm, &to) == p);
 	CHECK_OK(swv_shm_send(other.shm, p, &v, 1, 0, 1));
 	do {
 		swv_shm_get_stats(eb->shm, &after);

@@ -18,19 +18,27 @@
  *  shm_full_sender  /dev/shm full when a sender first routes to an existing inbox: UDP,
  *                no SIGBUS.
  *  stalled_receiver  a live receiver that does not drain (stopped): after a bounded
- *                time datagrams (UD) to it are dropped as over UDP, and the sender's
- *                queue moves; connected (RC/UC) packets stay refused (EAGAIN).
+ *                time a UD QP's datagrams to it are dropped as over UDP (by the UD
+ *                requester, whatever the link), and its send queue moves; an RC QP's
+ *                packets stay refused (EAGAIN) and its WQE outstanding.
+ *  route_eviction  a port that has talked to SWV_SHM_MAX_PEERS destinations still
+ *                reaches new ones through the link (idle routes are evicted), and an
+ *                evicted route's slot is given back.
+ *  route_churn   (guards the eviction; the reviewed code never evicted) two threads
+ *                send through one port to more destinations than its table holds
+ *                while routes are evicted under them: every packet reaches the
+ *                receiver it was sent to.
  *  pid_namespace a sender in another PID namespace (same netns, /dev/shm, user) does not
  *                take a live receiver for a dead one (needs CAP_SYS_ADMIN; skipped
  *                without).
  *  fuzz_rx       garbage in every shared field never makes the receiver read outside
  *                the mapping.
- * Two findings of that review are still open (docs/design.md, "The intra-host link"):
- * the per-port destination table never evicts, and a same-user process that truncates
- * an inbox can make its receiver fault.
+ * One finding of that review is still open (docs/design.md, "The intra-host link"): a
+ * same-user process that truncates an inbox can make its receiver fault.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,8 +52,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/qp.h"
+#include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
+#include "net/addr.h"
+#include "transport/requester.h"
 #include "util/clock.h"
 
 /* The shared layout of shm.c (struct shm_hdr / shm_slot), as another process sees it. */
@@ -71,19 +83,21 @@ static void ep_open_shm(struct swv_endpoint *ep)
 	CHECK(ep->shm);
 }
 
-/* A 64-byte packet whose first byte (the BTH opcode) is op. */
-static int send_op(struct swv_endpoint *from, const struct sockaddr_in *to, uint8_t op)
+/* Whether from routes to through the link (the route is let go at once). */
+static bool routed(struct swv_shm_port *from, const struct sockaddr_in *to)
+{
+	struct swv_shm_peer *p = swv_shm_route(from, to);
+	swv_shm_put(from, p);
+	return p != NULL;
+}
+
+/* A 64-byte packet. */
+static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
 {
 	uint8_t pkt[64];
 	memset(pkt, 0xa5, sizeof(pkt));
-	pkt[0] = op;
 	struct iovec v = {pkt, sizeof(pkt)};
 	return swv_ep_send(from, to, &v, 1);
-}
-
-static int send_one(struct swv_endpoint *from, const struct sockaddr_in *to)
-{
-	return send_op(from, to, 0xa5);
 }
 
 static void inbox_path(char *buf, size_t len, uint16_t port)
@@ -122,15 +136,15 @@ static void slot_leak(void)
 	struct swv_endpoint r;
 	ep_open_shm(&r);
 	struct sockaddr_in to = swv_ep_sockaddr(&r);
-	int routed = 0;
+	int nrouted = 0;
 	for (int i = 0; i < SWV_SHM_SLOTS + 8; i++) {
 		struct swv_endpoint s;
 		ep_open_shm(&s);
-		if (swv_shm_route(s.shm, &to))
-			routed++;
+		if (routed(s.shm, &to))
+			nrouted++;
 		swv_ep_close(&s); /* one at a time: never more than one sender alive */
 	}
-	EXPECT(routed == SWV_SHM_SLOTS + 8,
+	EXPECT(nrouted == SWV_SHM_SLOTS + 8,
 	       "closed senders of a live process keep their slots: later senders fall back to UDP");
 	swv_ep_close(&r);
 }
@@ -146,7 +160,7 @@ static void closing_sender(void)
 	CHECK(rp);
 	ep_open_shm(&s);
 	struct sockaddr_in to = swv_ep_sockaddr(&r), from = swv_ep_sockaddr(&s);
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	CHECK_EQ(send_one(&s, &to), 0);
 	swv_ep_close(&s);
 	struct swv_rx_pkt got[4];
@@ -179,7 +193,7 @@ static void port_reuse(void)
 	struct swv_endpoint s;
 	ep_open_shm(&s);
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	CHECK_OK(send_one(&s, &to));
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
@@ -230,7 +244,7 @@ static void hostile_tail(void)
 	struct swv_endpoint s;
 	ep_open_shm(&s);
 	struct sockaddr_in to = swv_ep_sockaddr(&r);
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
+	CHECK(routed(s.shm, &to));
 	(void)send_one(&s, &to);
 	/* A sound sender leaves a slot with such positions alone (and may claim ring 1,
 	 * which it then writes legitimately); it must never write past ring 0's end. */
@@ -356,7 +370,7 @@ static void run_full(const char *fn, bool sender)
 			ep_open_shm(&s);
 			fill_shm();
 			struct sockaddr_in to = swv_ep_sockaddr(&r);
-			(void)swv_shm_route(s.shm, &to); /* must answer NULL (UDP), not crash */
+			(void)routed(s.shm, &to); /* must answer NULL (UDP), not crash */
 			swv_ep_close(&s);
 		} else {
 			fill_shm();
@@ -399,11 +413,29 @@ static void shm_full_sender(void)
 	run_full(__func__, true);
 }
 
+/* The QP's port stats, read as swverbs-stat does. */
+static struct swv_shm_stats qp_shm_stats(struct ibv_qp *qp)
+{
+	struct swv_shm_stats st;
+	swv_shm_get_stats(to_swv_qp(qp)->ep->shm, &st);
+	return st;
+}
+
+static uint64_t ud_refused_drops(struct ibv_qp *qp)
+{
+	struct swv_qp *q = to_swv_qp(qp);
+	pthread_mutex_lock(&q->lock);
+	uint64_t n = q->req.n_ud_refused_drops;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
 /* A receiver that is alive but does not drain (stopped: SIGSTOP, a debugger, ^Z) holds
- * its ring full for ever, and swv_shm_send answers EAGAIN for ever. Over UDP the same
- * send succeeds (the datagram is dropped at the full socket), so a UD or UC QP moves on;
- * on the link its WQE stays at the head of the SQ, retried every 50 us, and every later
- * WQE to every other destination waits behind it. */
+ * its ring full for ever, and the link refuses (EAGAIN) every packet to it for ever.
+ * Over UDP the same datagram is dropped at the full socket, so a UD QP moves on; on the
+ * link its WQE stayed at the head of the SQ, retried every 50 us, and every later WQE
+ * to every other destination waited behind it. The UD requester now drops a datagram
+ * refused for longer than SWV_UD_REFUSED_DROP_NS; an RC QP keeps waiting. */
 static void stalled_receiver(void)
 {
 	int pfd[2];
@@ -419,30 +451,102 @@ static void stalled_receiver(void)
 	}
 	uint16_t port;
 	CHECK(read(pfd[0], &port, sizeof(port)) == (ssize_t)sizeof(port));
-	struct swv_endpoint s;
-	ep_open_shm(&s);
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = lo(), .sin_port = htons(port)};
-	CHECK(swv_shm_route(s.shm, &to) != NULL);
-	const uint8_t ud_send = 0x64, rc_send = 0x04; /* UD / RC SEND_ONLY */
-	int rc = 0;
-	for (int i = 0; i < 100000 && rc == 0; i++)
-		rc = send_op(&s, &to, ud_send);
-	CHECK_EQ(rc, EAGAIN); /* the ring is full */
-	uint64_t until = swv_now_ns() + 2000000000ull;
-	while (rc == EAGAIN && swv_now_ns() < until) {
-		usleep(1000);
-		rc = send_op(&s, &to, ud_send);
+
+	struct swvt_dev d = swvt_dev_open();
+	struct ibv_pd *pd = d.pd;
+	struct ibv_cq *cq = ibv_create_cq(d.ctx, 256, NULL, NULL, 0);
+	CHECK_PTR(cq);
+	enum { LEN = 2048, DEPTH = 64, N = 1024 }; /* N datagrams hold twice the ring */
+	struct ibv_mr *mr = swvt_reg_buf(pd, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = IBV_QPT_UD,
+	    .cap = {.max_send_wr = DEPTH, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *ud = ibv_create_qp(pd, &ia);
+	CHECK_PTR(ud);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111};
+	CHECK_OK(
+	    ibv_modify_qp(ud, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+	a.qp_state = IBV_QPS_RTR;
+	CHECK_OK(ibv_modify_qp(ud, &a, IBV_QP_STATE));
+	a.qp_state = IBV_QPS_RTS;
+	CHECK_OK(ibv_modify_qp(ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	struct ibv_ah_attr aa;
+	swvt_local_ah_attr(d.ctx, &aa);
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK_PTR(ah);
+
+	/* N datagrams to the stalled port: each completes (sent or, once the ring is full
+	 * and has refused long enough, dropped). */
+	struct ibv_sge sge = {(uintptr_t)mr->addr, LEN, mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = swv_qpn_make(port, 1);
+	wr.wr.ud.remote_qkey = 0x11111111;
+	int posted = 0, done = 0;
+	uint64_t until = swv_now_ns() + 20000000000ull;
+	while (done < N && swv_now_ns() < until) {
+		while (posted < N && posted - done < DEPTH) {
+			wr.wr_id = (uint64_t)posted;
+			CHECK_OK(ibv_post_send(ud, &wr, &bad));
+			posted++;
+		}
+		struct ibv_wc wc[16];
+		int n = ibv_poll_cq(cq, 16, wc);
+		CHECK(n >= 0);
+		for (int i = 0; i < n; i++)
+			CHECK_EQ(wc[i].status, IBV_WC_SUCCESS);
+		done += n;
+		if (!n)
+			usleep(100);
 	}
-	EXPECT(rc != EAGAIN, "a stalled live receiver makes every datagram to it EAGAIN for ever");
-	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit). */
-	EXPECT(send_op(&s, &to, rc_send) == EAGAIN,
-	       "an RC packet to a stalled receiver was dropped instead of refused");
+	CHECK(qp_shm_stats(ud).tx_full > 0); /* the link did refuse: the ring filled */
+	EXPECT(done == N && ud_refused_drops(ud) > 0,
+	       "a stalled live receiver holds a UD QP's send queue for ever");
+
+	/* Connected traffic waits instead (RC retransmits; a UC sender holds credit): an RC
+	 * SEND refused for several times the bound is neither completed nor failed. */
+	ia.qp_type = IBV_QPT_RC;
+	struct ibv_qp *rc = ibv_create_qp(pd, &ia);
+	CHECK_PTR(rc);
+	swvt_pair_to_init(rc);
+	swvt_pair_to_rtr(rc, swv_qpn_make(port, 2));
+	swvt_pair_to_rts(rc, 14);
+	uint64_t refused = qp_shm_stats(rc).tx_full;
+	wr.wr_id = 7;
+	CHECK_OK(ibv_post_send(rc, &wr, &bad));
+	uint64_t t0 = swv_now_ns();
+	until = t0 + 20000000000ull;
+	struct ibv_wc wc;
+	int n = 0;
+	while (n == 0 && swv_now_ns() < until &&
+	       (swv_now_ns() - t0 < 3 * SWV_UD_REFUSED_DROP_NS ||
+		qp_shm_stats(rc).tx_full == refused)) {
+		n = ibv_poll_cq(cq, 1, &wc);
+		usleep(1000);
+	}
+	CHECK(qp_shm_stats(rc).tx_full > refused);
+	EXPECT(n == 0, "an RC packet to a stalled receiver was dropped instead of refused");
+	struct ibv_qp_init_attr qia;
+	CHECK_OK(ibv_query_qp(rc, &a, IBV_QP_STATE, &qia));
+	CHECK_EQ(a.qp_state, IBV_QPS_RTS);
+
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, NULL, 0), pid);
 	char path[160];
 	inbox_path(path, sizeof(path), port);
 	(void)unlink(path);
-	swv_ep_close(&s);
+	CHECK_OK(ibv_destroy_qp(rc));
+	CHECK_OK(ibv_destroy_qp(ud));
+	CHECK_OK(ibv_destroy_ah(ah));
+	swvt_dereg_buf(mr);
+	CHECK_OK(ibv_destroy_cq(cq));
+	swvt_dev_close(&d);
 	close(pfd[0]);
 	close(pfd[1]);
 }
@@ -469,7 +573,7 @@ static void pid_namespace(void)
 		if (g == 0) {
 			struct swv_endpoint s;
 			ep_open_shm(&s);
-			(void)swv_shm_route(s.shm, &to);
+			(void)routed(s.shm, &to);
 			swv_ep_close(&s);
 			_exit(0);
 		}
@@ -489,6 +593,194 @@ static void pid_namespace(void)
 	EXPECT(stat(path, &sb) == 0,
 	       "a sender in another PID namespace unlinked a live receiver's inbox");
 	swv_ep_close(&r);
+}
+
+/* Send one packet from s to r until it goes through the link (not UDP): at once for a
+ * destination the table holds or has room for, after a wait for one that needs an idle
+ * route evicted (until 'until'). Then the receiver takes it. Whether it went through
+ * the link. */
+static bool send_via_shm(struct swv_endpoint *s, struct swv_endpoint *r, uint64_t until)
+{
+	struct sockaddr_in to = swv_ep_sockaddr(r), from = swv_ep_sockaddr(s);
+	for (;;) {
+		struct swv_shm_stats b, a;
+		swv_shm_get_stats(s->shm, &b);
+		CHECK_OK(send_one(s, &to));
+		swv_shm_get_stats(s->shm, &a);
+		if (a.tx_pkts == b.tx_pkts + 1)
+			break;
+		uint8_t d[256]; /* it went as a datagram: take it off the socket */
+		while (recv(r->fd, d, sizeof(d), MSG_DONTWAIT) >= 0)
+			;
+		if (swv_now_ns() > until)
+			return false;
+		usleep(1000);
+	}
+	struct swv_rx_pkt pk[4];
+	CHECK_EQ(swv_shm_rx_take(r->shm, pk, 4), 1);
+	CHECK(pk[0].src.sin_port == from.sin_port);
+	swv_shm_rx_release(r->shm); /* drained: its ring is idle */
+	return true;
+}
+
+/* Who holds slot 0 of the inbox of port: its claimer's pid, 0 when free. */
+static int32_t slot0_pid(uint16_t port)
+{
+	uint8_t *m = map_inbox(port);
+	int32_t pid = atomic_load((_Atomic int32_t *)(m + L_SLOTS_OFF));
+	munmap(m, L_SIZE);
+	return pid;
+}
+
+/* The per-port destination table (SWV_SHM_MAX_PEERS) never evicted: a long-lived port
+ * that had talked to 64 destinations used UDP for every new one, for ever. Now the least
+ * recently used destination, idle and drained, makes room and gives its slot back in
+ * the receiver's inbox; an evicted destination comes back through the link too. */
+static void route_eviction(void)
+{
+	enum { N = SWV_SHM_MAX_PEERS + 16 };
+	struct swv_endpoint s, *r = calloc(N, sizeof(*r));
+	CHECK_PTR(r);
+	ep_open_shm(&s);
+	for (int i = 0; i < N; i++)
+		ep_open_shm(&r[i]);
+	uint64_t until = swv_now_ns() + 20000000000ull;
+	int via_shm = 0;
+	for (int i = 0; i < N; i++)
+		via_shm += send_via_shm(&s, &r[i], until);
+	struct swv_shm_stats st;
+	swv_shm_get_stats(s.shm, &st);
+	EXPECT(via_shm == N && st.evictions == N - SWV_SHM_MAX_PEERS &&
+		   st.peers == SWV_SHM_MAX_PEERS,
+	       "past 64 destinations a port's new ones use UDP");
+	int held = 0, freed = 0;
+	for (int i = 0; i < N; i++) {
+		int32_t pid = slot0_pid(r[i].port);
+		held += pid == getpid();
+		freed += pid == 0;
+	}
+	EXPECT(held == SWV_SHM_MAX_PEERS && freed == N - SWV_SHM_MAX_PEERS,
+	       "an evicted destination's slot stays claimed in its receiver's inbox");
+	/* every destination again: the evicted ones come back, each evicting another */
+	via_shm = 0;
+	for (int i = 0; i < N; i++)
+		via_shm += send_via_shm(&s, &r[i], until);
+	EXPECT(via_shm == N, "an evicted destination does not come back through the link");
+	swv_ep_close(&s);
+	for (int i = 0; i < N; i++)
+		swv_ep_close(&r[i]);
+	free(r);
+}
+
+/* Two threads send through one port to more destinations than its table holds, with
+ * routes evictable as soon as they are drained, while this thread drains every
+ * receiver: a route a sender holds is never given to another destination under it --
+ * every packet arrives at the receiver it was sent to (on the link or over UDP) -- and
+ * routes are evicted all along. Under ThreadSanitizer it also checks the hold/evict
+ * protocol for races. */
+enum { CHURN_N = SWV_SHM_MAX_PEERS + 16, CHURN_SENDS = 2000 };
+struct churn {
+	struct swv_endpoint *s, *r;
+	unsigned seed;
+	_Atomic int *running;
+};
+
+static void *churn_sender(void *arg)
+{
+	struct churn *c = arg;
+	for (int k = 0; k < CHURN_SENDS; k++) {
+		uint32_t i = (uint32_t)rand_r(&c->seed) % CHURN_N;
+		uint8_t pkt[64];
+		memset(pkt, 0, sizeof(pkt));
+		memcpy(pkt, &i, sizeof(i)); /* the receiver it is for */
+		struct iovec v = {pkt, sizeof(pkt)};
+		struct sockaddr_in to = swv_ep_sockaddr(&c->r[i]);
+		int rc;
+		do {
+			/* swv_ep_send's own steps, with a yield between them now and then: a
+			 * route held while the other thread evicts */
+			struct swv_shm_peer *p = swv_shm_route(c->s->shm, &to);
+			if (p && k % 2)
+				sched_yield();
+			rc = p ? swv_shm_send(c->s->shm, p, &v, 1, 0, 1)
+			       : swv_ep_send(c->s, &to, &v, 1);
+			if (rc == EAGAIN)
+				sched_yield(); /* a full ring: the drainer is behind */
+		} while (rc == EAGAIN);
+		CHECK_OK(rc);
+	}
+	atomic_fetch_sub(c->running, 1);
+	return NULL;
+}
+
+/* Take what r[i] got on both links; count what was meant for another receiver. */
+static int churn_drain(struct swv_endpoint *r, uint32_t i, int *got)
+{
+	int wrong = 0;
+	struct swv_rx_pkt pk[64];
+	int n = swv_shm_rx_take(r->shm, pk, 64);
+	for (int k = 0; k < n; k++) {
+		uint32_t to;
+		memcpy(&to, pk[k].buf, sizeof(to));
+		wrong += pk[k].len != 64 || to != i;
+	}
+	swv_shm_rx_release(r->shm);
+	*got += n;
+	uint8_t d[256];
+	ssize_t l;
+	while ((l = recv(r->fd, d, sizeof(d), MSG_DONTWAIT)) >= 0) {
+		if (swv_shm_is_doorbell(d, (size_t)l))
+			continue;
+		uint32_t to;
+		memcpy(&to, d, sizeof(to));
+		wrong += l != 64 || to != i;
+		(*got)++;
+	}
+	return wrong;
+}
+
+static void route_churn(void)
+{
+	struct swv_endpoint s, *r = calloc(CHURN_N, sizeof(*r));
+	CHECK_PTR(r);
+	ep_open_shm(&s);
+	for (int i = 0; i < CHURN_N; i++) {
+		ep_open_shm(&r[i]);
+		int big = 4 << 20; /* no datagram lost at a receiver's socket */
+		(void)setsockopt(r[i].fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	}
+	swv_shm_test_set_idle(0);
+	_Atomic int running = 2;
+	struct churn c[2] = {{&s, r, 1, &running}, {&s, r, 2, &running}};
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		CHECK_OK(pthread_create(&t[k], NULL, churn_sender, &c[k]));
+	int wrong = 0, got = 0;
+	while (atomic_load(&running)) {
+		for (uint32_t i = 0; i < CHURN_N; i++)
+			wrong += churn_drain(&r[i], i, &got);
+		sched_yield();
+	}
+	for (int k = 0; k < 2; k++)
+		CHECK_OK(pthread_join(t[k], NULL));
+	/* the last ones: every send has returned, the datagrams may still be in flight */
+	uint64_t until = swv_now_ns() + 10000000000ull;
+	while (got < 2 * CHURN_SENDS && swv_now_ns() < until) {
+		for (uint32_t i = 0; i < CHURN_N; i++)
+			wrong += churn_drain(&r[i], i, &got);
+		if (got < 2 * CHURN_SENDS)
+			usleep(1000);
+	}
+	swv_shm_test_set_idle(SWV_SHM_IDLE_NS);
+	struct swv_shm_stats st;
+	swv_shm_get_stats(s.shm, &st);
+	CHECK_EQ(got, 2 * CHURN_SENDS);
+	CHECK(st.evictions > 0);
+	EXPECT(wrong == 0, "a packet reached another receiver than the one it was sent to");
+	swv_ep_close(&s);
+	for (int i = 0; i < CHURN_N; i++)
+		swv_ep_close(&r[i]);
+	free(r);
 }
 
 /* Not a defect (passes): garbage in every shared field and record of an inbox never
@@ -559,6 +851,8 @@ int main(int argc, char **argv)
 		 {"shm_full_sender", shm_full_sender},
 		 {"stalled_receiver", stalled_receiver},
 		 {"pid_namespace", pid_namespace},
+		 {"route_eviction", route_eviction},
+		 {"route_churn", route_churn},
 		 {"fuzz_rx", fuzz_rx}};
 	signal(SIGPIPE, SIG_IGN);
 	if (!swv_shm_enabled())

@@ -16,13 +16,6 @@
 #include "inproc.h"
 #include "core/srq.h"
 
-#define CHECK_NULL_ERRNO(expr, err)                                                                \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
-
 struct env {
 	struct ibv_context *ctx, *ctx2;
 	struct ibv_pd *pd, *pd2;

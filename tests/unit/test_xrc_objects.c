@@ -20,13 +20,6 @@
 #include "core/qp.h"
 #include "core/stat.h"
 
-#define CHECK_NULL_ERRNO(expr, err)                                                                \
-	do {                                                                                       \
-		errno = 0;                                                                         \
-		CHECK((expr) == NULL);                                                             \
-		CHECK_EQ(errno, err);                                                              \
-	} while (0)
-
 static struct ibv_xrcd *xopen(struct ibv_context *ctx, uint32_t mask, int fd, int oflags)
 {
 	struct ibv_xrcd_init_attr a = {.comp_mask = mask, .fd = fd, .oflags = oflags};
