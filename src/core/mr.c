@@ -22,6 +22,7 @@
 #include "core/memsafe.h"
 #include "core/mr.h"
 #include "core/pd.h"
+#include "link/shm.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -301,6 +302,36 @@ static struct swv_mr *mr_insert(struct swv_context *ctx, struct swv_pd *pd, void
 	return mr;
 }
 
+/* ---- the intra-host link's placement table (link/shm.h) ----
+ * Plain MRs with a remote right are listed in the inbox of the context's first port,
+ * so that a sender on this host can check a WRITE or READ as the responder would and
+ * place it itself. Not listed, so always served by the responder: device memory,
+ * on-demand paging (pages checked per access), zero-based MRs, memory windows. An
+ * MR is withdrawn (and every placement into it finished) before it is changed or
+ * freed. */
+static struct swv_shm_port *dt_port(struct swv_context *ctx)
+{
+	return ctx->ports[0] ? ctx->ports[0]->ep.shm : NULL;
+}
+
+static void dt_mr_publish(struct swv_context *ctx, const struct swv_mr *mr)
+{
+	struct swv_shm_port *sp = dt_port(ctx);
+	if (!sp || mr->owner_users ||
+	    (mr->access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED)) ||
+	    !(mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)))
+		return;
+	(void)swv_shm_dt_mr_add(sp, mr->ibmr.rkey, (uintptr_t)swv_pd_prot(mr->pd), mr->access,
+				mr->iova, mr->length, mr->base);
+}
+
+static void dt_mr_withdraw(struct swv_context *ctx, const struct swv_mr *mr)
+{
+	struct swv_shm_port *sp = dt_port(ctx);
+	if (sp)
+		swv_shm_dt_mr_del(sp, mr->ibmr.rkey);
+}
+
 /* The implicit ODP MR: the whole address space, as rdma-core asks for it. */
 static bool is_implicit(const void *addr, size_t length, unsigned access)
 {
@@ -330,6 +361,8 @@ struct swv_mr *swv_mr_register(struct swv_context *ctx, struct swv_pd *pd, void 
 	    mr_insert(ctx, pd, addr, implicit ? SWV_USER_VA_LIMIT : length, iova, access, NULL);
 	if (mr && implicit)
 		mr->ibmr.length = SIZE_MAX; /* as the application registered it */
+	if (mr && !implicit)
+		dt_mr_publish(ctx, mr);
 	return mr;
 }
 
@@ -352,10 +385,13 @@ int swv_mr_deregister(struct swv_context *ctx, struct swv_mr *mr)
 {
 	struct swv_mr_table *t = &ctx->mrs;
 
+	/* Placements by senders first: none may land once this returns. */
+	dt_mr_withdraw(ctx, mr);
 	/* Waits for every access in progress (they hold the read lock). */
 	pthread_rwlock_wrlock(&t->lock);
 	if (mr->nmw) {
 		pthread_rwlock_unlock(&t->lock);
+		dt_mr_publish(ctx, mr);
 		return EINVAL;
 	}
 	if (swv_mr_lookup(t, mr->ibmr.lkey, false) == mr) {
@@ -408,10 +444,12 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 			return rc;
 	}
 
+	dt_mr_withdraw(ctx, mr);
 	pthread_rwlock_wrlock(&t->lock);
 	if (mr->nmw) {
 		/* windows were bound against this range, PD and rights (as dereg) */
 		pthread_rwlock_unlock(&t->lock);
+		dt_mr_publish(ctx, mr);
 		return EINVAL;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
@@ -429,6 +467,7 @@ int swv_mr_rereg(struct swv_context *ctx, struct swv_mr *mr, int flags, struct s
 	}
 	mr->access = new_access;
 	pthread_rwlock_unlock(&t->lock);
+	dt_mr_publish(ctx, mr);
 	return 0;
 }
 

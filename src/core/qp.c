@@ -21,6 +21,7 @@
 #include "core/qp_ex.h"
 #include "net/addr.h"
 #include "link/endpoint.h"
+#include "link/shm.h"
 #include "progress/progress.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -248,6 +249,13 @@ int swv_qp_destroy(struct swv_qp *qp)
 		return EBUSY;
 	/* Its held triggered WRs go without completions, as its queued WRs do. */
 	swv_trig_qp_destroy(qp);
+	/* No placement through it outlives it, nor reaches a later QP of its number. */
+	pthread_mutex_lock(&qp->lock);
+	if (qp->dt_published) {
+		swv_shm_dt_qp(ctx->ports[0]->ep.shm, qp->qpn, NULL);
+		qp->dt_published = false;
+	}
+	pthread_mutex_unlock(&qp->lock);
 	/* After this the progress thread cannot touch the QP (it syncs). */
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
@@ -387,12 +395,39 @@ static void flush_rq(struct swv_qp *qp)
 	}
 }
 
+void swv_qp_dt_update(struct swv_qp *qp)
+{
+	/* Only the context's first port carries the MR entries (core/mr.c), so only its
+	 * QPs are listed; the others take every payload through the ring. */
+	if (!qp->ctx || !qp->ctx->ports[0])
+		return;
+	struct swv_endpoint *ep0 = &qp->ctx->ports[0]->ep;
+	if (qp->ep != ep0 || !ep0->shm)
+		return;
+	bool on =
+	    qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && qp->pd && !qp->auth.on &&
+	    (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
+	    (qp->attr.qp_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) &&
+	    qp->mtu >= 256 && qp->mtu <= 4096;
+	if (!on && !qp->dt_published)
+		return;
+	struct swv_shm_dt_qp_info in = {.access = qp->attr.qp_access_flags,
+					.dest_qpn = qp->attr.dest_qp_num,
+					.pkey = qp->pkey,
+					.mtu = qp->mtu,
+					.pd = (uintptr_t)swv_pd_prot(qp->pd),
+					.peer = qp->peer};
+	swv_shm_dt_qp(ep0->shm, qp->qpn, on ? &in : NULL);
+	qp->dt_published = on;
+}
+
 void swv_qp_to_error(struct swv_qp *qp)
 {
 	bool overflow = false;
 	bool entering = qp->state != IBV_QPS_ERR;
 	qp->state = IBV_QPS_ERR;
 	qp->qpx.qp_base.state = IBV_QPS_ERR;
+	swv_qp_dt_update(qp);
 	/* An overflowing CQ loses the flush CQEs (reported once); the counters still
 	 * see every flushed WR. */
 	while (qp->sq.head != qp->sq.tail)

@@ -158,6 +158,7 @@ struct swv_qp {
 	uint32_t mtu;              /* path MTU in bytes */
 	uint16_t pkey;             /* the port's P_Key at attr.pkey_index: sent and checked */
 	struct swv_auth_qp auth;   /* authenticated mode: MAC keys (transport/auth.h) */
+	bool dt_published;	   /* listed in its inbox's placement table (swv_qp_dt_update) */
 
 	struct swv_wq sq;
 	struct swv_wq rq;          /* unused (no slots) when srq != NULL */
@@ -225,6 +226,10 @@ void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
  * reported through a CQE, so no async event is raised (as rxe and the IB rule for
  * errors reported by completion). Idempotent: in ERR it flushes what is queued. */
 void swv_qp_to_error(struct swv_qp *qp);
+/* List the QP in its inbox's placement table (link/shm.h, swv_shm_dt_qp) while it takes
+ * requests a sender may place directly, withdraw it otherwise; returns once no
+ * placement allowed by the old entry is under way. qp->lock held. */
+void swv_qp_dt_update(struct swv_qp *qp);
 
 /* A completion could not be reported because cq overflowed (swv_complete returned
  * ENOSPC; qp->lock held): raise IBV_EVENT_CQ_ERR on the CQ and IBV_EVENT_QP_FATAL on

@@ -399,8 +399,10 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		break;
 	}
 out:
-	if (!err)
+	if (!err) {
 		qp->qpx.qp_base.state = qp->state;
+		swv_qp_dt_update(qp);
+	}
 	pthread_mutex_unlock(&qp->lock);
 	/* A flush may have made triggers due (their counter's error count changed). */
 	swv_trig_run(qp->ctx);

@@ -372,7 +372,7 @@ struct port_tot {
 	uint64_t tx_pkts, req_pkts, retransmits, timeouts, seq_naks_rx, rnr_naks_rx, rnr_naks_tx;
 	uint64_t seq_naks_tx, err_naks_tx, psn_dropped, duplicates, src_state, auth_bad;
 	uint64_t remote_refused, remote_faults, truncated, gro_excess, shm_corrupt, udp_tx;
-	uint64_t shm_tx, shm_rx;
+	uint64_t shm_tx, shm_rx, direct_tx;
 };
 
 static void port_totals(const struct ctx_snap *s, struct port_tot *t)
@@ -402,6 +402,7 @@ static void port_totals(const struct ctx_snap *s, struct port_tot *t)
 		t->shm_corrupt += s->ep[i].shm_st.rx_corrupt;
 		t->shm_tx += s->ep[i].shm_st.tx_pkts;
 		t->shm_rx += s->ep[i].shm_st.rx_pkts;
+		t->direct_tx += s->ep[i].shm_st.direct_tx;
 	}
 	t->tx_pkts = t->udp_tx + t->shm_tx;
 }
@@ -425,12 +426,13 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 		  swv_netdev_flags_active(s->netdev_flags) ? "ACTIVE" : "DOWN");
 	sb_printf(b,
 		  "\"rx_packets\":%llu,\"tx_packets\":%llu,\"tx_udp\":%llu,"
-		  "\"tx_shm\":%llu,\"rx_shm\":%llu,\"requester_packets\":%llu,\"retransmits\":%llu,"
+		  "\"tx_shm\":%llu,\"rx_shm\":%llu,\"tx_direct\":%llu,\"requester_packets\":%llu,"
+		  "\"retransmits\":%llu,"
 		  "\"ack_timeouts\":%llu,\"seq_naks_received\":%llu,\"rnr_naks_received\":%llu,"
 		  "\"seq_naks_sent\":%llu,\"rnr_naks_sent\":%llu,\"err_naks_sent\":%llu,"
 		  "\"duplicates\":%llu,\"remote_refused\":%llu,\"remote_faults\":%llu,",
 		  U(s->rx_packets), U(t.tx_pkts), U(t.udp_tx), U(t.shm_tx), U(t.shm_rx),
-		  U(t.req_pkts), U(t.retransmits), U(t.timeouts), U(t.seq_naks_rx),
+		  U(t.direct_tx), U(t.req_pkts), U(t.retransmits), U(t.timeouts), U(t.seq_naks_rx),
 		  U(t.rnr_naks_rx), U(t.seq_naks_tx), U(t.rnr_naks_tx), U(t.err_naks_tx),
 		  U(t.duplicates), U(t.remote_refused), U(t.remote_faults));
 	sb_printf(

@@ -940,3 +940,16 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 	}
 	return (int)nseg;
 }
+
+int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		  const struct swv_shm_direct *d, void *buf, size_t len)
+{
+	if (!ep->shm || !dst)
+		return ENOTSUP;
+	struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
+	if (!p)
+		return ENOTSUP;
+	int rc = swv_shm_direct(ep->shm, p, d, buf, len);
+	swv_shm_put(ep->shm, p);
+	return rc;
+}

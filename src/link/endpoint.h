@@ -21,6 +21,7 @@
 struct swv_fault;
 struct swv_held_pkt;
 struct swv_shm_port;
+struct swv_shm_direct;
 
 /* Called (outside any endpoint lock, from whichever thread sent) when the injector
  * holds a packet until deadline_ns, so the progress thread can be kicked to call
@@ -105,6 +106,12 @@ static inline struct sockaddr_in swv_ep_sockaddr(const struct swv_endpoint *ep)
  * (link/shm.h), with the same results (EAGAIN for a full ring). */
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt);
+
+/* Direct placement towards dst (link/shm.h, swv_shm_direct): 0 when every byte was
+ * placed, else an errno and the caller sends the payload as usual (ENOTSUP: dst is not
+ * reached through the intra-host link, or the endpoint has no inbox). */
+int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		  const struct swv_shm_direct *d, void *buf, size_t len);
 
 /* Receive up to n datagrams without blocking; each pkts[i].buf must have room for
  * SWV_EP_MAX_DGRAM bytes. Returns the number received (0 if none). Truncated

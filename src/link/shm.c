@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "link/endpoint.h"
@@ -22,7 +24,7 @@
 #include "util/log.h"
 
 #define SHM_MAGIC   0x31304d4853565753ull /* "SWVSHM01" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3
 #define REC_HDR	    8u
 #define REC_WRAP    UINT32_MAX /* record marker: the rest of the ring is unused */
 #define SHM_MAX_PKT SWV_EP_MAX_DGRAM
@@ -46,6 +48,7 @@ struct shm_hdr {
 	_Atomic uint32_t closed;
 	_Atomic uint32_t sleeping;
 	_Atomic uint32_t nclaimed; /* slots [0, nclaimed) may be in use */
+	uint64_t dt_salt;	   /* mixed into every placement-table check word */
 };
 
 struct shm_slot {
@@ -53,10 +56,45 @@ struct shm_slot {
 	_Atomic uint64_t addr;		  /* claimer's IPv4 << 16 | port (host order); 0 = unset */
 	_Alignas(64) _Atomic uint64_t head;
 	_Alignas(64) _Atomic uint64_t tail;
+	/* A direct placement of the claimer under way (dt_mark): (QP entry + 1) << 32 |
+	 * (MR entry + 1), 0 = none. Written by the claimer only, read by the owner
+	 * before it lets an entry go (dt_wait). */
+	_Alignas(64) _Atomic uint64_t placing;
 };
 
+/*
+ * The placement table (swv_shm_dt_*): what a sender needs to check a direct placement
+ * as the owner's responder would. Written by the owner only, each entry under a
+ * sequence word (odd while it changes); readers copy an entry and accept it only if
+ * the sequence was even and unchanged and the check word matches. QP entries are
+ * indexed by the QPN's slot (its low 8 bits); MR entries by the rkey's hash, an entry
+ * living at most DT_PROBES places from its home.
+ */
+struct dt_qp {
+	_Alignas(64) _Atomic uint32_t seq;
+	uint32_t qpn; /* 0 = none */
+	uint32_t access, dest_qpn;
+	uint64_t pd, peer_key;
+	uint32_t pkey, mtu;
+	uint64_t chk;
+};
+
+struct dt_mr {
+	_Alignas(64) _Atomic uint32_t seq;
+	uint32_t rkey; /* 0 = none */
+	uint32_t access, pad_;
+	uint64_t pd, iova, length, host;
+	uint64_t chk;
+};
+
+#define DT_QPS	  256u
+#define DT_MRS	  1024u
+#define DT_PROBES 8u
+
 #define SLOTS_OFF  PAGE
-#define RINGS_OFF  (SLOTS_OFF + ((SWV_SHM_SLOTS * sizeof(struct shm_slot) + PAGE - 1) / PAGE * PAGE))
+#define DT_QP_OFF  (SLOTS_OFF + ((SWV_SHM_SLOTS * sizeof(struct shm_slot) + PAGE - 1) / PAGE * PAGE))
+#define DT_MR_OFF  (DT_QP_OFF + DT_QPS * sizeof(struct dt_qp))
+#define RINGS_OFF  ((DT_MR_OFF + DT_MRS * sizeof(struct dt_mr) + PAGE - 1) / PAGE * PAGE)
 #define INBOX_SIZE (RINGS_OFF + (size_t)SWV_SHM_SLOTS * SWV_SHM_RING_BYTES)
 
 /* A destination: a mapped inbox and the slot claimed in it, or a remembered miss. The
@@ -75,6 +113,12 @@ struct swv_shm_peer {
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
 	uint64_t owner_checked; /* when a full ring last asked whether its owner lives (lock) */
+	/* Direct placement into the owner's memory (swv_shm_direct): the owner is in our
+	 * PID namespace (its pid and its slot's liveness mean something); set at attach,
+	 * cleared for good when the kernel refuses or the table is found corrupt. */
+	_Atomic bool direct_ok;
+	int32_t owner_pid;
+	unsigned slot_idx;
 };
 
 struct swv_shm_port {
@@ -96,6 +140,8 @@ struct swv_shm_port {
 	_Atomic unsigned npeers;
 	bool full_logged;
 	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt, evictions;
+	_Atomic uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
+	pthread_mutex_t dt_lock; /* the owner's writers of the placement table */
 };
 
 /* Bumped in the child of every fork(): inboxes and rings stay the parent's, and a child
@@ -227,6 +273,148 @@ static bool claimer_dead(const struct shm_hdr *h, int32_t pid)
 	return ns && h->owner_pidns == ns && !pid_alive(pid);
 }
 
+/* ---- the placement table: layout helpers shared by owner and senders ---- */
+
+static inline struct dt_qp *dt_qp_at(struct shm_hdr *h, unsigned i)
+{
+	return (struct dt_qp *)((uint8_t *)h + DT_QP_OFF) + i;
+}
+
+static inline struct dt_mr *dt_mr_at(struct shm_hdr *h, unsigned i)
+{
+	return (struct dt_mr *)((uint8_t *)h + DT_MR_OFF) + i;
+}
+
+static inline unsigned dt_mr_home(uint32_t rkey)
+{
+	return (rkey * 0x9e3779b1u) & (DT_MRS - 1);
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdull;
+}
+
+/* Check words: a scribbled entry fails them and makes its readers use the ring. */
+static uint64_t dt_qp_chk(uint64_t salt, unsigned i, const struct dt_qp *q)
+{
+	uint64_t c = mix(salt, i);
+	c = mix(c, (uint64_t)q->qpn << 32 | q->access);
+	c = mix(c, (uint64_t)q->dest_qpn << 32 | q->pkey);
+	c = mix(c, q->pd);
+	c = mix(c, q->peer_key);
+	return mix(c, q->mtu);
+}
+
+static uint64_t dt_mr_chk(uint64_t salt, unsigned i, const struct dt_mr *m)
+{
+	uint64_t c = mix(salt ^ 0x4d52, i);
+	c = mix(c, (uint64_t)m->rkey << 32 | m->access);
+	c = mix(c, m->pd);
+	c = mix(c, m->iova);
+	c = mix(c, m->length);
+	return mix(c, m->host);
+}
+
+/* Entry fields: a reader's acquire loads keep its second look at the sequence after
+ * them, a writer's release stores keep the odd sequence before them (no fences: this
+ * is the seqlock's whole ordering, and ThreadSanitizer can follow it). */
+#define LD(x)	 __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
+/* Owner: rewrite entry e (its sequence odd meanwhile). dt_lock held. */
+static void dt_qp_store(struct dt_qp *e, const struct dt_qp *v)
+{
+	uint32_t s = (atomic_load_explicit(&e->seq, memory_order_relaxed) + 1) & ~1u;
+	atomic_store_explicit(&e->seq, s + 1, memory_order_relaxed);
+	ST(e->qpn, v->qpn);
+	ST(e->access, v->access);
+	ST(e->dest_qpn, v->dest_qpn);
+	ST(e->pd, v->pd);
+	ST(e->peer_key, v->peer_key);
+	ST(e->pkey, v->pkey);
+	ST(e->mtu, v->mtu);
+	ST(e->chk, v->chk);
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+static void dt_mr_store(struct dt_mr *e, const struct dt_mr *v)
+{
+	uint32_t s = (atomic_load_explicit(&e->seq, memory_order_relaxed) + 1) & ~1u;
+	atomic_store_explicit(&e->seq, s + 1, memory_order_relaxed);
+	ST(e->rkey, v->rkey);
+	ST(e->access, v->access);
+	ST(e->pd, v->pd);
+	ST(e->iova, v->iova);
+	ST(e->length, v->length);
+	ST(e->host, v->host);
+	ST(e->chk, v->chk);
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+/* Sender: a consistent copy of an entry and its sequence, or false (changing). */
+static bool dt_qp_load(struct dt_qp *e, struct dt_qp *out, uint32_t *seq)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s & 1)
+		return false;
+	out->qpn = LD(e->qpn);
+	out->access = LD(e->access);
+	out->dest_qpn = LD(e->dest_qpn);
+	out->pd = LD(e->pd);
+	out->peer_key = LD(e->peer_key);
+	out->pkey = LD(e->pkey);
+	out->mtu = LD(e->mtu);
+	out->chk = LD(e->chk);
+	*seq = s;
+	return atomic_load_explicit(&e->seq, memory_order_relaxed) == s;
+}
+
+static bool dt_mr_load(struct dt_mr *e, struct dt_mr *out, uint32_t *seq)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s & 1)
+		return false;
+	out->rkey = LD(e->rkey);
+	out->access = LD(e->access);
+	out->pd = LD(e->pd);
+	out->iova = LD(e->iova);
+	out->length = LD(e->length);
+	out->host = LD(e->host);
+	out->chk = LD(e->chk);
+	*seq = s;
+	return atomic_load_explicit(&e->seq, memory_order_relaxed) == s;
+}
+
+/* Owner, after changing entries: wait until no claimer of a slot is inside a placement
+ * whose marker matches (any: every placement). A claimer that died (by its pid, in our
+ * PID namespace -- senders from elsewhere never place) is not waited for. */
+static void dt_wait(struct swv_shm_port *sp, uint64_t mask, uint64_t val, bool any)
+{
+	struct shm_hdr *h = sp->inbox;
+	atomic_thread_fence(memory_order_seq_cst);
+	unsigned nc = atomic_load(&h->nclaimed);
+	if (nc > SWV_SHM_SLOTS)
+		nc = SWV_SHM_SLOTS;
+	for (unsigned i = 0; i < nc; i++) {
+		struct shm_slot *s = slot_at(h, i);
+		bool counted = false;
+		for (unsigned spins = 1;; spins++) {
+			uint64_t v = atomic_load(&s->placing);
+			if (any ? v == 0 : (v & mask) != val)
+				break;
+			if (!counted) {
+				stat_add(&sp->dt_waits, 1);
+				counted = true;
+			}
+			if (!(spins & 63) && claimer_dead(h, atomic_load(&s->pid)))
+				break;
+			sched_yield();
+		}
+	}
+}
+
 /* Mark the inbox named name closed, so that senders with a cached route to it look
  * again, and remove the name. For an inbox whose owner is gone. */
 static void retire_inbox(const char *name)
@@ -335,6 +523,7 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 	sp->inbox->ring_bytes = SWV_SHM_RING_BYTES;
 	sp->inbox->owner_pid = sp->pid;
 	sp->inbox->owner_pidns = self_pidns();
+	sp->inbox->dt_salt = swv_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)sp->pid << 32;
 	/* Born armed: the progress thread may be asleep already, and it arms only the
 	 * inboxes it knows of before it sleeps; the first sender then rings. */
 	atomic_store(&sp->inbox->sleeping, 1);
@@ -344,6 +533,7 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 	sp->fd = fd;
 	sp->self_key = addr_key(addr, port);
 	pthread_mutex_init(&sp->lock, NULL);
+	pthread_mutex_init(&sp->dt_lock, NULL);
 	return sp;
 fail:
 	swv_log(SWV_LOG_DEBUG, "shm: no inbox for port %u (%s): UDP only", port, strerror(rc));
@@ -390,6 +580,7 @@ static void peer_detach(struct swv_shm_peer *p, bool release)
 	p->retry_at = 0;
 	p->owner_checked = 0;
 	atomic_store(&p->stale, false);
+	atomic_store(&p->direct_ok, false);
 }
 
 static void peer_unmap(struct swv_shm_peer *p, bool release)
@@ -406,6 +597,9 @@ void swv_shm_close(struct swv_shm_port *sp)
 	bool inert = port_inert(sp); /* a child of fork: the inbox and slots are the parent's */
 	if (!inert) {
 		atomic_store(&sp->inbox->closed, 1);
+		/* Senders re-check closed after announcing a placement: once none is
+		 * under way, none can start into this process's memory. */
+		dt_wait(sp, ~0ull, 0, true);
 		(void)shm_unlink(sp->name);
 	}
 	munmap(sp->inbox, INBOX_SIZE);
@@ -413,6 +607,7 @@ void swv_shm_close(struct swv_shm_port *sp)
 	for (unsigned i = 0; i < n; i++)
 		peer_unmap(sp->peers[i], !inert);
 	pthread_mutex_destroy(&sp->lock);
+	pthread_mutex_destroy(&sp->dt_lock);
 	free(sp);
 }
 
@@ -441,6 +636,8 @@ static struct shm_slot *claim_slot(struct swv_shm_port *sp, struct shm_hdr *h, i
 				continue;
 			if (pass > 0 && !atomic_compare_exchange_strong(&s->pid, &pid, sp->pid))
 				continue;
+			/* a dead claimer's unfinished placement is not ours to wait for */
+			atomic_store(&s->placing, 0);
 			if (fallocate(mfd, 0, (off_t)(RINGS_OFF + (size_t)i * SWV_SHM_RING_BYTES),
 				      SWV_SHM_RING_BYTES)) {
 				if (pass > 0)
@@ -503,6 +700,12 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	}
 	p->hdr = h;
 	p->slot = s;
+	p->slot_idx = idx;
+	p->owner_pid = h->owner_pid;
+	/* The owner judges our liveness by pid when it waits for our placements: only
+	 * within one PID namespace. */
+	uint64_t ns = self_pidns();
+	atomic_store(&p->direct_ok, ns && ns == h->owner_pidns && p->owner_pid > 0);
 	p->tail = atomic_load(&s->tail);
 	atomic_store_explicit(&p->ring, ring_at(h, idx), memory_order_release);
 	return 0;
@@ -917,4 +1120,233 @@ void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st)
 	st->rx_corrupt = atomic_load_explicit(&sp->rx_corrupt, memory_order_relaxed);
 	st->evictions = atomic_load_explicit(&sp->evictions, memory_order_relaxed);
 	st->peers = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
+	st->direct_tx = atomic_load_explicit(&sp->direct_tx, memory_order_relaxed);
+	st->direct_fallback = atomic_load_explicit(&sp->direct_fallback, memory_order_relaxed);
+	st->direct_corrupt = atomic_load_explicit(&sp->direct_corrupt, memory_order_relaxed);
+	st->dt_waits = atomic_load_explicit(&sp->dt_waits, memory_order_relaxed);
+}
+
+/* ---- direct placement (single copy) ---- */
+
+bool swv_shm_direct_enabled(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("SWVERBS_SHM_DIRECT");
+		on = swv_shm_enabled() && !(e && e[0] == '0' && e[1] == '\0');
+	}
+	return on;
+}
+
+void swv_shm_dt_qp(struct swv_shm_port *sp, uint32_t qpn, const struct swv_shm_dt_qp_info *info)
+{
+	if (!sp || port_inert(sp))
+		return;
+	struct shm_hdr *h = sp->inbox;
+	unsigned qi = qpn & (DT_QPS - 1);
+	struct dt_qp v;
+	memset(&v, 0, sizeof(v));
+	if (info && qpn && swv_shm_direct_enabled()) {
+		v.qpn = qpn;
+		v.access = info->access;
+		v.dest_qpn = info->dest_qpn;
+		v.pd = info->pd;
+		v.peer_key = addr_key(info->peer.sin_addr, ntohs(info->peer.sin_port));
+		v.pkey = info->pkey;
+		v.mtu = info->mtu;
+		v.chk = dt_qp_chk(h->dt_salt, qi, &v);
+	}
+	pthread_mutex_lock(&sp->dt_lock);
+	struct dt_qp *e = dt_qp_at(h, qi);
+	bool was = LD(e->qpn) != 0;
+	if (was || v.qpn)
+		dt_qp_store(e, &v);
+	pthread_mutex_unlock(&sp->dt_lock);
+	/* What was published may have allowed a placement the new entry does not: none
+	 * under way through it may outlive this call. */
+	if (was)
+		dt_wait(sp, 0xffffffff00000000ull, (uint64_t)(qi + 1) << 32, false);
+}
+
+bool swv_shm_dt_mr_add(struct swv_shm_port *sp, uint32_t rkey, uint64_t pd, unsigned access,
+		       uint64_t iova, uint64_t length, const void *host)
+{
+	if (!sp || port_inert(sp) || !rkey || !length || !swv_shm_direct_enabled())
+		return false;
+	struct shm_hdr *h = sp->inbox;
+	unsigned home = dt_mr_home(rkey);
+	bool done = false;
+	pthread_mutex_lock(&sp->dt_lock);
+	for (unsigned k = 0; k < DT_PROBES && !done; k++) {
+		unsigned mi = (home + k) & (DT_MRS - 1);
+		struct dt_mr *e = dt_mr_at(h, mi);
+		if (LD(e->rkey))
+			continue;
+		struct dt_mr v = {.rkey = rkey,
+				  .access = access,
+				  .pd = pd,
+				  .iova = iova,
+				  .length = length,
+				  .host = (uintptr_t)host};
+		v.chk = dt_mr_chk(h->dt_salt, mi, &v);
+		dt_mr_store(e, &v);
+		done = true;
+	}
+	pthread_mutex_unlock(&sp->dt_lock);
+	return done;
+}
+
+void swv_shm_dt_mr_del(struct swv_shm_port *sp, uint32_t rkey)
+{
+	if (!sp || port_inert(sp) || !rkey)
+		return;
+	struct shm_hdr *h = sp->inbox;
+	unsigned home = dt_mr_home(rkey);
+	uint32_t gone = 0; /* bit k: the entry at probe k was withdrawn */
+	pthread_mutex_lock(&sp->dt_lock);
+	for (unsigned k = 0; k < DT_PROBES; k++) {
+		struct dt_mr *e = dt_mr_at(h, (home + k) & (DT_MRS - 1));
+		if (LD(e->rkey) != rkey)
+			continue;
+		struct dt_mr v;
+		memset(&v, 0, sizeof(v));
+		dt_mr_store(e, &v);
+		gone |= 1u << k;
+	}
+	pthread_mutex_unlock(&sp->dt_lock);
+	for (unsigned k = 0; k < DT_PROBES; k++)
+		if (gone & (1u << k))
+			dt_wait(sp, 0xffffffffull, ((home + k) & (DT_MRS - 1)) + 1, false);
+}
+
+/* The IB partition rule (as the responder's P_Key check). */
+static bool dt_pkey_match(uint32_t a, uint32_t b)
+{
+	return (a & 0x7fff) && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000);
+}
+
+static int dt_corrupt(struct swv_shm_port *sp, struct swv_shm_peer *p)
+{
+	if (atomic_exchange(&p->direct_ok, false)) {
+		swv_log(SWV_LOG_DEBUG, "shm: placement table of %#llx corrupt: ring only",
+			(unsigned long long)p->key);
+		stat_add(&sp->direct_corrupt, 1);
+	}
+	stat_add(&sp->direct_fallback, 1);
+	return EBADMSG;
+}
+
+int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct swv_shm_direct *d,
+		   void *buf, size_t len)
+{
+	if (!sp || !p || !d || !buf || !len || port_inert(sp) || !swv_shm_direct_enabled() ||
+	    !atomic_load_explicit(&p->direct_ok, memory_order_relaxed) ||
+	    !atomic_load_explicit(&p->ring, memory_order_acquire))
+		return ENOTSUP;
+	struct shm_hdr *h = p->hdr;
+	uint64_t salt = LD(h->dt_salt);
+	unsigned qi = d->dqpn & (DT_QPS - 1);
+	struct dt_qp *qe = dt_qp_at(h, qi);
+	struct dt_qp q;
+	uint32_t qseq, mseq = 0;
+	if (!dt_qp_load(qe, &q, &qseq) || !q.qpn)
+		goto fallback;
+	if (q.chk != dt_qp_chk(salt, qi, &q))
+		return dt_corrupt(sp, p);
+	/* What the responder checks of the QP: it is the one addressed, connected to this
+	 * very QP, takes requests (published only then), with the right, the partition
+	 * and a path MTU the packet fits. */
+	if (q.qpn != d->dqpn || q.peer_key != sp->self_key || q.dest_qpn != d->sqpn ||
+	    (q.access & d->access) != d->access || !dt_pkey_match(d->pkey, q.pkey) || len > q.mtu)
+		goto fallback;
+	unsigned home = dt_mr_home(d->rkey), mi = 0;
+	struct dt_mr m;
+	struct dt_mr *me = NULL;
+	for (unsigned k = 0; k < DT_PROBES; k++) {
+		unsigned i = (home + k) & (DT_MRS - 1);
+		struct dt_mr *e = dt_mr_at(h, i);
+		uint32_t s;
+		if (!dt_mr_load(e, &m, &s))
+			goto fallback;
+		if (!m.rkey)
+			continue;
+		if (m.chk != dt_mr_chk(salt, i, &m))
+			return dt_corrupt(sp, p);
+		if (m.rkey == d->rkey) {
+			me = e;
+			mi = i;
+			mseq = s;
+			break;
+		}
+	}
+	/* ... and of the MR: the rkey, the QP's PD, the right, the bounds */
+	if (!me || m.pd != q.pd || (m.access & d->access) != d->access || d->va < m.iova ||
+	    len > m.length || d->va - m.iova > m.length - len)
+		goto fallback;
+	uint64_t host = m.host + (d->va - m.iova);
+	if (host < m.host || host > UINT64_MAX - len)
+		return dt_corrupt(sp, p);
+
+	pthread_mutex_lock(&p->lock);
+	/* Announce, then look again: the owner changes an entry, then waits for the
+	 * announcements it can see (dt_wait); one of the two sees the other. */
+	atomic_store_explicit(&p->slot->placing, (uint64_t)(qi + 1) << 32 | (mi + 1),
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	bool still = atomic_load_explicit(&qe->seq, memory_order_relaxed) == qseq &&
+		     atomic_load_explicit(&me->seq, memory_order_relaxed) == mseq &&
+		     !atomic_load_explicit(&h->closed, memory_order_relaxed);
+	ssize_t n = -1;
+	int err = 0;
+	if (still) {
+		struct iovec lv = {buf, len}, rv = {(void *)(uintptr_t)host, len};
+		n = d->read ? process_vm_readv(p->owner_pid, &lv, 1, &rv, 1, 0)
+			    : process_vm_writev(p->owner_pid, &lv, 1, &rv, 1, 0);
+		err = n < 0 ? errno : 0;
+	}
+	atomic_store_explicit(&p->slot->placing, 0, memory_order_release);
+	pthread_mutex_unlock(&p->lock);
+	if (still && n == (ssize_t)len) {
+		stat_add(&sp->direct_tx, 1);
+		return 0;
+	}
+	/* Refused by the kernel for good (no permission, no such call, the owner is
+	 * gone): this destination takes the ring from now on. EFAULT (memory unmapped
+	 * since registration) is the access's own failure, which the responder reports. */
+	if (err == EPERM || err == ENOSYS || err == ESRCH)
+		atomic_store(&p->direct_ok, false);
+fallback:
+	stat_add(&sp->direct_fallback, 1);
+	return EAGAIN;
+}
+
+int swv_shm_test_mark_placing(struct swv_shm_peer *p, uint32_t rkey)
+{
+	if (!p || !atomic_load(&p->ring))
+		return EINVAL;
+	unsigned home = dt_mr_home(rkey);
+	for (unsigned k = 0; k < DT_PROBES; k++) {
+		unsigned i = (home + k) & (DT_MRS - 1);
+		if (LD(dt_mr_at(p->hdr, i)->rkey) == rkey) {
+			atomic_store(&p->slot->placing, (uint64_t)i + 1);
+			return 0;
+		}
+	}
+	return ENOENT;
+}
+
+void swv_shm_test_corrupt_table(struct swv_shm_port *sp)
+{
+	/* flip a bit of every published word the check covers, as a stray writer would */
+	struct shm_hdr *h = sp->inbox;
+	for (unsigned i = 0; i < DT_MRS; i++) {
+		struct dt_mr *e = dt_mr_at(h, i);
+		if (LD(e->rkey))
+			ST(e->length, LD(e->length) ^ (1ull << 40));
+	}
+	for (unsigned i = 0; i < DT_QPS; i++) {
+		struct dt_qp *e = dt_qp_at(h, i);
+		if (LD(e->qpn))
+			ST(e->access, LD(e->access) ^ 0x100u);
+	}
 }

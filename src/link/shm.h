@@ -89,11 +89,67 @@ void swv_shm_test_publish_bad(struct swv_shm_port *sp, struct swv_shm_peer *p);
  * be evicted (SWV_SHM_IDLE_NS by default), for every port of the process. */
 void swv_shm_test_set_idle(uint64_t ns);
 
-/* Statistics (any thread; relaxed). */
+/*
+ * Direct placement, the single copy (docs/design.md, "The intra-host link"). The owner
+ * of an inbox publishes in it what a sender needs to check an RDMA WRITE or READ as
+ * its responder would: per QP (indexed by the QPN's low 8 bits) whether it takes
+ * requests, from which peer QP, its access flags, PD, P_Key and path MTU; per plain MR
+ * its rkey, PD, rights and range. A sender whose checks pass copies the payload
+ * straight between its buffer and the owner's memory (process_vm_writev/readv); the
+ * request itself still travels the ring, flagged as placed. The table is shared
+ * memory another process of the user can write: every entry carries a check word, and
+ * a sender that finds a bad one uses the ring for that destination from then on.
+ */
+/* Off with SWVERBS_SHM_DIRECT=0 (and with SWVERBS_SHM=0). Read once per process. */
+bool swv_shm_direct_enabled(void);
+
+/* Owner side (any thread of the owning context). */
+struct swv_shm_dt_qp_info {
+	uint32_t access;   /* qp_access_flags */
+	uint32_t dest_qpn; /* the peer QP it is connected to */
+	uint32_t pkey, mtu;
+	uint64_t pd;		 /* an identity of its PD (compared with the MRs') */
+	struct sockaddr_in peer; /* the peer's address */
+};
+/* Publish (info) or withdraw (NULL) the QP numbered qpn. Returns once no sender is
+ * inside a placement through what was published before. */
+void swv_shm_dt_qp(struct swv_shm_port *sp, uint32_t qpn, const struct swv_shm_dt_qp_info *info);
+/* Publish an MR's rkey; false when it is not (no room near its home: senders then use
+ * the ring for it). */
+bool swv_shm_dt_mr_add(struct swv_shm_port *sp, uint32_t rkey, uint64_t pd, unsigned access,
+		       uint64_t iova, uint64_t length, const void *host);
+/* Withdraw rkey; returns once no sender is inside a placement into it (a sender that
+ * died in one is not waited for). */
+void swv_shm_dt_mr_del(struct swv_shm_port *sp, uint32_t rkey);
+
+/* Sender side (any thread). */
+struct swv_shm_direct {
+	uint32_t dqpn, sqpn; /* the owner's QP, the sending QP */
+	uint32_t rkey, pkey;
+	unsigned access; /* the right the operation needs (IBV_ACCESS_REMOTE_WRITE/READ) */
+	uint64_t va;
+	bool read; /* copy from the owner's memory into buf (else from buf into it) */
+};
+/* Place len bytes through p. 0: done, every byte. Otherwise nothing may be assumed
+ * about the owner's memory (a write may be partly placed) and the caller uses the
+ * ring: ENOTSUP (not possible towards p), EAGAIN (a check failed or the kernel
+ * refused), EBADMSG (the table is corrupt). */
+int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct swv_shm_direct *d,
+		   void *buf, size_t len);
+
+/* Test hooks, internal: mark p's slot as inside a placement into rkey (a sender that
+ * dies there); scribble over every published entry of sp's table. */
+int swv_shm_test_mark_placing(struct swv_shm_peer *p, uint32_t rkey);
+void swv_shm_test_corrupt_table(struct swv_shm_port *sp);
+
+/* Statistics (any thread; relaxed). direct_*: placements done, attempts that fell
+ * back to the ring, tables found corrupt (sender side); dt_waits: withdrawals that
+ * found a placement under way and waited for it (owner side). */
 struct swv_shm_stats {
 	uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
 	uint64_t evictions; /* routes given to another destination (the table was full) */
-	unsigned peers;	    /* table entries (destinations, misses included) */
+	uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
+	unsigned peers; /* table entries (destinations, misses included) */
 };
 void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st);
 

@@ -121,7 +121,7 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	put_be16(hdr + 2, p->pkey ? p->pkey : SWV_PKEY_DEFAULT);
 	hdr[4] = 0;
 	put_be24(hdr + 5, p->dqpn);
-	hdr[8] = p->ackreq ? 0x80 : 0;
+	hdr[8] = (p->ackreq ? 0x80 : 0) | (p->placed ? SWV_BTH_PLACED : 0);
 	put_be24(hdr + 9, p->psn);
 
 	/* Extension headers in wire order: XRCETH or DETH, FETH, RETH, AETH, AtomicAckETH,
@@ -319,6 +319,7 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 	p.pkey = get_be16(buf + 2);
 	p.dqpn = get_be24(buf + 5);
 	p.ackreq = buf[8] & 0x80;
+	p.placed = buf[8] & SWV_BTH_PLACED;
 	p.psn = get_be24(buf + 9);
 	p.flags = oi->flags;
 

@@ -20,6 +20,7 @@
 #define SWV_PSN_MASK     0xffffffu
 #define SWV_QPN_MASK     0xffffffu
 #define SWV_PKEY_DEFAULT 0xffff
+#define SWV_BTH_PLACED	 0x40	/* BTH byte 8: swv_pkt.placed */
 #define SWV_PKEY_FULL	 0x8000 /* membership bit: full member (0 = limited) */
 
 /* IB partition rule (rxe's pkey_match): the low 15 bits (the partition) are equal
@@ -50,6 +51,11 @@ static inline bool swv_pkey_match(uint16_t a, uint16_t b)
 struct swv_pkt {
 	uint8_t opcode;
 	bool se, migreq, ackreq;
+	/* BTH byte 8 bit 6 (reserved in IB; the UDP path never sets it): the payload of
+	 * this WRITE was placed by the sender itself over the intra-host link (docs/wire.md);
+	 * the packet carries none, and the responder checks and completes it as usual
+	 * without copying. */
+	bool placed;
 	uint8_t padcnt;
 	uint16_t pkey;
 	uint32_t dqpn, psn;

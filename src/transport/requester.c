@@ -15,6 +15,7 @@
 #include "core/mr.h"
 #include "core/qp.h"
 #include "link/endpoint.h"
+#include "link/shm.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
@@ -357,6 +358,38 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	return off;
 }
 
+/* Whether the payload of w's packet psn may be placed directly (docs/design.md, "The
+ * intra-host link"): a one-packet RDMA WRITE of an RC QP, nothing before it
+ * unacknowledged -- every earlier request of the QP executed by the responder, so the
+ * placement cannot overtake one -- sent for the first time (a retransmission may
+ * find the WRITE executed already, and a duplicate must not write again: it goes
+ * through the ring with its payload, and the responder treats it as a duplicate), and
+ * neither authenticated mode nor a fault injector (which never has an inbox) on the
+ * QP's path. */
+static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
+{
+	return (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
+	       w->npkts == 1 && qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && !qp->auth.on &&
+	       qp->ep && qp->ep->shm && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       qp->sq.head == qp->req.cur && w->length <= qp->mtu;
+}
+
+/* Copy the payload straight into the peer's memory; false: send it in the packet. */
+static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const void *payload,
+			 uint32_t len)
+{
+	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
+				   .sqpn = qp->qpn,
+				   .rkey = w->rkey,
+				   .pkey = qp->pkey,
+				   .access = IBV_ACCESS_REMOTE_WRITE,
+				   .va = w->remote_addr};
+	if (swv_ep_direct(qp->ep, &qp->peer, &d, (void *)(uintptr_t)payload, len))
+		return false;
+	qp->req.n_placed++;
+	return true;
+}
+
 /* Build and transmit packet k (PSN psn) of w, 'since' packets after the last AckReq.
  * Returns 0, EAGAIN (socket full: retry later), or minus an ibv_wc_status when the WQE
  * fails locally. */
@@ -454,6 +487,11 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 				if (rc)
 					return -rc;
 				payload = data;
+			}
+			if (direct_write_ok(qp, w, psn) && place_direct(qp, w, payload, paylen)) {
+				p.placed = true;
+				payload = NULL;
+				paylen = 0;
 			}
 		}
 		break;

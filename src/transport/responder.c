@@ -428,6 +428,13 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	struct swv_resp_state *s = &qp->resp;
 	struct swv_completion c;
 	uint64_t remaining;
+	/* Placed by the sender (swv_pkt.placed): a one-packet WRITE whose bytes are in
+	 * place already. Only the copy is skipped: every check below runs on the RETH
+	 * length as if the payload had come. The flag means nothing on any other
+	 * packet, which is then checked as it is. */
+	bool placed = pkt->placed && (cls & SWV_RQ_ONLY) == SWV_RQ_ONLY && pkt->paylen == 0 &&
+		      pkt->reth_len && pkt->reth_len <= mtu;
+	uint32_t paylen = placed ? pkt->reth_len : pkt->paylen;
 
 	if (cls & SWV_RQ_RWQE) { /* WRITE_WITH_IMM: the receive WQE is checked first */
 		struct swv_recv_wqe *w = rwqe_peek(qp);
@@ -438,7 +445,7 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 		if (rwqe_malformed(qp, w))
 			return SWV_RESP_ERR_RWQE;
 	}
-	if (!swv_resp_paylen_ok(cls, pkt->paylen, mtu))
+	if (!swv_resp_paylen_ok(cls, paylen, mtu))
 		return SWV_RESP_ERR_INV_REQ;
 	if (cls & SWV_RQ_FIRST) {
 		if (pkt->reth_len > SWV_RESP_MAX_MSG)
@@ -451,9 +458,9 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	/* the packets must add up to exactly the RETH length */
 	remaining = s->write_len - s->msg_off;
 	if (cls & SWV_RQ_LAST) {
-		if (pkt->paylen != remaining)
+		if (paylen != remaining)
 			return SWV_RESP_ERR_INV_REQ;
-	} else if (pkt->paylen >= remaining) {
+	} else if (paylen >= remaining) {
 		return SWV_RESP_ERR_INV_REQ;
 	}
 	/* the whole target range is validated once, before the first byte lands */
@@ -469,7 +476,9 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 		if (rc)
 			return swv_resp_refused(qp, rc);
 	}
-	s->msg_off += pkt->paylen;
+	s->msg_off += paylen;
+	if (placed)
+		s->stats.placed++;
 	if (!(cls & SWV_RQ_LAST)) {
 		s->cur = SWV_RQ_WRITE;
 		return SWV_RESP_OK;

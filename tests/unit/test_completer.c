@@ -121,6 +121,12 @@ bool swv_ep_gso_usable(const struct swv_endpoint *ep)
 	(void)ep;
 	return false;
 }
+int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		  const struct swv_shm_direct *d, void *buf, size_t len)
+{
+	(void)ep, (void)dst, (void)d, (void)buf, (void)len;
+	return ENOTSUP;
+}
 /* Never reached with GSO off; defined so the library's txrun/endpoint stay out. */
 struct swv_txrun *swv_txrun_begin(void)
 {

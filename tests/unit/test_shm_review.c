@@ -62,9 +62,11 @@
 
 /* The shared layout of shm.c (struct shm_hdr / shm_slot), as another process sees it. */
 #define L_PAGE	    4096u
-#define L_SLOT_SIZE 192u /* pid@0, addr@8, head@64, tail@128 */
+#define L_SLOT_SIZE 256u /* pid@0, addr@8, head@64, tail@128, placing@192 */
 #define L_SLOTS_OFF L_PAGE
-#define L_RINGS_OFF (L_SLOTS_OFF + ((SWV_SHM_SLOTS * L_SLOT_SIZE + L_PAGE - 1) / L_PAGE * L_PAGE))
+#define L_DT_OFF    (L_SLOTS_OFF + ((SWV_SHM_SLOTS * L_SLOT_SIZE + L_PAGE - 1) / L_PAGE * L_PAGE))
+#define L_DT_SIZE   ((256u + 1024u) * 64u) /* the placement table: QP, then MR entries */
+#define L_RINGS_OFF ((L_DT_OFF + L_DT_SIZE + L_PAGE - 1) / L_PAGE * L_PAGE)
 #define L_SIZE	    (L_RINGS_OFF + (size_t)SWV_SHM_SLOTS * SWV_SHM_RING_BYTES)
 
 static struct in_addr lo(void)
@@ -316,7 +318,7 @@ static void doorbell_lost(void)
 
 /* A full /dev/shm: the inbox's header and slot pages are never allocated (only rings
  * are fallocated), so the first store into them faults. Runs in a user + mount
- * namespace with a 16 KiB tmpfs of its own on /dev/shm (skipped without). */
+ * namespace with a 256 KiB tmpfs of its own on /dev/shm (skipped without). */
 static int small_shm(void)
 {
 	uid_t uid = getuid();
@@ -340,7 +342,7 @@ static int small_shm(void)
 		return 77;
 	close(fd);
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-	    mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k"))
+	    mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256k"))
 		return 77;
 	return 0;
 }
@@ -400,7 +402,7 @@ static void run_full(const char *fn, bool sender)
 
 /* A full /dev/shm: the inbox's header and slot pages are never allocated (only rings
  * are fallocated), so the first access to them faults. Runs in a user + mount
- * namespace with a 64 KiB tmpfs of its own on /dev/shm (skipped without one). */
+ * namespace with a 256 KiB tmpfs of its own on /dev/shm (skipped without one). */
 static void shm_full(void)
 {
 	run_full(__func__, false);
