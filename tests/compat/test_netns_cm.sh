@@ -5,6 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cm_lib.sh"
 need rping rdmacm-utils
+need rstream rdmacm-utils
+need riostream rdmacm-utils
 need ib_write_bw perftest
 A=swca$$ B=swcb$$
 cleanup_ns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
@@ -52,6 +54,11 @@ for SUFFIX in "" ",roce"; do
 	grep -q '^return status 0$' "$TMP/udaddy $k.client" || fail "udaddy $k status"
 	ns_pair "rdma_server $k" 7176 rdma_server -p 7176 -- rdma_client -s 10.79.0.1 -p 7176
 	grep -q 'end 0' "$TMP/rdma_server $k.client" || fail "rdma_client $k status"
+	ns_pair "rstream $k" 7178 rstream -p 7178 -T b -S 65536 -- rstream -s 10.79.0.1 -p 7178 -T b -S 65536
+	grep -Eq '^(custom|64k_bw) ' "$TMP/rstream $k.client" || fail "rstream $k: no result line"
+	ns_pair "riostream $k" 7179 riostream -p 7179 -S 65536 -C 20 -I 10 -- \
+		riostream -s 10.79.0.1 -p 7179 -S 65536 -C 20 -I 10
+	grep -Eq '^custom ' "$TMP/riostream $k.client" || fail "riostream $k: no result line"
 	ns_pair "ib_write_bw -R $k" 7177 ib_write_bw -d swv0 -R -p 7177 -n 500 -- \
 		ib_write_bw -d swv0 -R -p 7177 -n 500 10.79.0.1
 	grep -E '^ *65536 +500 ' "$TMP/ib_write_bw -R $k.client"
