@@ -59,12 +59,14 @@ loud() {
 	echo "$*" >&2
 }
 
-# perftest_clock_failed FILE...: some FILE shows perftest's self-check failing.
+# perftest_clock_failed FILE...: some FILE shows perftest's self-check failing. Not
+# anchored at the line start: perftest may print it right after a table row that has
+# no newline yet (" 16  200 ... 0.548071Correlation coefficient r^2: ...").
 perftest_clock_failed() {
 	local f
 	for f in "$@"; do
 		[ -f "$f" ] || continue
-		grep -Eq '^Correlation coefficient r\^2: [-+0-9.eE]+ < 0\.9$' "$f" &&
+		grep -Eq 'Correlation coefficient r\^2: [-+0-9.eE]+ < 0\.9$' "$f" &&
 			grep -Fxq "Can't produce a report" "$f" && return 0
 	done
 	return 1
@@ -88,7 +90,7 @@ clock_retry() {
 			return $rc
 		fi
 		local why
-		why=$(grep -h '^Correlation coefficient' "$TMP/$name.server" "$TMP/$name.client" | head -1)
+		why=$(grep -ho 'Correlation coefficient.*' "$TMP/$name.server" "$TMP/$name.client" | head -1)
 		loud "*** RETRY $i/$PERFTEST_CLOCK_RETRIES: $name: perftest's own cycle-counter" \
 			"self-check failed ($why, \"Can't produce a report\"): a timing artefact of" \
 			"a loaded machine, not a swverbs result; running it again ***"
