@@ -660,12 +660,16 @@ static struct swv_send_wqe *wqe_of_psn(struct swv_qp *qp, uint32_t psn)
 
 /* Move the head READ's placed prefix over the responses placed past it; complete it
  * when whole, and then the WQEs after it that are answered (READs whose responses all
- * arrived, SEND/WRITEs before psn). */
+ * arrived, SEND/WRITEs before psn or rd_hi). An atomic before rd_hi was answered while
+ * the READ held the head, and that answer was not kept: it is asked for again at once
+ * (the responder replays it, executing nothing twice) rather than at the next probe. */
 static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 {
 	struct swv_req_state *r = &qp->req;
 	struct swv_send_wqe *h;
 
+	if (r->rd_hi_valid && swv_psn_cmp(r->rd_hi, psn) > 0)
+		psn = r->rd_hi; /* the responder executed everything before rd_hi */
 	while ((h = head_wqe(qp)) && h->opcode == IBV_WR_RDMA_READ) {
 		uint32_t before = r->read_off;
 		while (r->read_off < h->length &&
@@ -685,8 +689,11 @@ static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 		*progress = true;
 		if (!comp_head(qp, IBV_WC_SUCCESS))
 			return;
-		if (retire(qp, psn, false, progress) == RETIRE_ERR)
+		enum retire_result rr = retire(qp, psn, false, progress);
+		if (rr == RETIRE_ERR)
 			return;
+		if (rr == RETIRE_LOST && (h = head_wqe(qp)) && is_atomic(h->opcode))
+			rewind_cursor_to(qp, h->first_psn);
 	}
 }
 

@@ -940,6 +940,64 @@ static void test_ud_refused_drop(void)
 	refused_port = 0;
 }
 
+/* An answer for a WQE after the head READ, while a response of that READ is missing,
+ * says the responder executed it: once the READ's replay arrives, a WRITE the ACK
+ * answered completes with it, and an atomic whose answer could not be kept then (the
+ * READ held the head) is asked for again at once -- both used to wait for the
+ * tail-loss probe. One lost response, one retry. */
+static void atomic_ack(uint32_t psn, uint64_t orig)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | SWV_OP_ATOMIC_ACK;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.aeth_syndrome = 0x1f;
+	p.atmack_orig = orig;
+	swv_comp_rx(qp, &p);
+}
+
+static void test_read_then_answered(void)
+{
+	setup(3, 7);
+	make_reads(1); /* READ A PSN0..+3, WRITE B +4..+6 */
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 2, 4); /* +1 lost */
+	respond(PSN0 + 6, 0x1f);    /* B executed */
+	CHECK_EQ(ncomps, 0);
+	int sent = ntx;
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 2);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(qp->req.n_retries, 1u);
+
+	setup(3, 7);
+	make_reads(1); /* READ A PSN0..+3, FETCH_AND_ADD B +4 */
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 1);
+	w->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	w->length = 8;
+	w->sge[0].length = 8;
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	CHECK_EQ(count_tx(PSN0 + 4), 1);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 2, 4); /* +1 lost */
+	atomic_ack(PSN0 + 4, 77);
+	CHECK_EQ(ncomps, 0);
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(count_tx(PSN0 + 4), 2); /* asked again without waiting for a probe */
+	atomic_ack(PSN0 + 4, 77);	 /* the responder's replay */
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -952,6 +1010,7 @@ int main(void)
 	test_read_selective();
 	test_read_selective_probe();
 	test_read_request_lost();
+	test_read_then_answered();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
