@@ -998,6 +998,43 @@ static void test_read_then_answered(void)
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 }
 
+/* A READ of more PSNs than the window has slots (SWV_MAX_UNACKED_PSNS) records its
+ * last responses in slots its first ones used; completing it must forget them all.
+ * 2^24 PSNs later a READ reuses those PSNs, and a slot still marked placed made it
+ * complete on its first response, three of its four never placed. The wrap is
+ * simulated: the PSN counters are set to where 2^24 - 88 PSNs of traffic bring them. */
+static void test_read_long_slots_cleared(void)
+{
+	setup(3, 7);
+	make_reads(2);
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	w->length = 600 * MTU; /* PSN0 .. +599 */
+	w->sge[0].length = 600 * MTU;
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	for (uint32_t k = 0; k < 600; k++) {
+		uint8_t op = k == 0	? SWV_OP_READ_RESP_FIRST
+			     : k == 599 ? SWV_OP_READ_RESP_LAST
+					: SWV_OP_READ_RESP_MIDDLE;
+		read_response(PSN0 + k, op);
+		if (qp->sq.head == 0 && (int)(qp->req.una_psn - PSN0) != (int)k + 1)
+			swv_req_run(qp); /* past the window: requested in chunks */
+	}
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	struct swv_req_state *r = &qp->req;
+	r->next_psn = r->una_psn = r->sent_psn = r->cwnd_una = r->rd_rereq_psn = PSN0 + 512;
+	qp->sq.tail = 2; /* READ B: PSN0 + 512 .. +515 */
+	swv_req_run(qp);
+	w = swv_wq_slot(&qp->sq, 1);
+	CHECK_EQ(w->first_psn, PSN0 + 512);
+	read_response(PSN0 + 512, SWV_OP_READ_RESP_FIRST);
+	CHECK_EQ(ncomps, 1); /* three responses still to come */
+	read_responses(PSN0 + 512, 1, 4);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -1011,6 +1048,7 @@ int main(void)
 	test_read_selective_probe();
 	test_read_request_lost();
 	test_read_then_answered();
+	test_read_long_slots_cleared();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
