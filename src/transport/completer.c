@@ -692,8 +692,11 @@ static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 		enum retire_result rr = retire(qp, psn, false, progress);
 		if (rr == RETIRE_ERR)
 			return;
-		if (rr == RETIRE_LOST && (h = head_wqe(qp)) && is_atomic(h->opcode))
+		if (rr == RETIRE_LOST && (h = head_wqe(qp)) && is_atomic(h->opcode)) {
+			if (r->rtt_at && swv_psn_cmp(r->rtt_psn, h->first_psn) >= 0)
+				r->rtt_at = 0; /* Karn: sent twice from here on */
 			rewind_cursor_to(qp, h->first_psn);
+		}
 	}
 }
 
