@@ -1035,6 +1035,46 @@ static void test_read_long_slots_cleared(void)
 	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
 }
 
+/* A READ longer than the window (1200 PSNs, 512 slots) loses response +10: the 511
+ * after it are placed, the rest dropped as too far ahead to record. When +10's replay
+ * moves the window, the dropped ones are asked for at once, in one request, with no
+ * retry more -- they used to wait for a tail-loss probe each 512 PSNs (two probe
+ * intervals here). */
+static void test_read_past_window(void)
+{
+	setup(3, 7);
+	make_reads(1);
+	qp->attr.timeout = 14;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	const uint32_t n = 1200, far = 10 + SWV_MAX_UNACKED_PSNS;
+	w->length = n * MTU;
+	w->sge[0].length = n * MTU;
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 1);
+	for (uint32_t k = 0; k < n; k++)
+		if (k != 10)
+			read_response(PSN0 + k, k == 0	     ? SWV_OP_READ_RESP_FIRST
+						: k == n - 1 ? SWV_OP_READ_RESP_LAST
+							     : SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ntx, 2);
+	CHECK_EQ(tx_psn[1], PSN0 + 10);
+	CHECK_EQ(tx_reth_len[1], MTU);
+	read_response(PSN0 + 10, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(qp->req.una_psn, PSN0 + far);
+	CHECK_EQ(ntx, 3);
+	CHECK_EQ(tx_psn[2], PSN0 + far);
+	CHECK_EQ(tx_reth_len[2], (n - far) * MTU);
+	for (uint32_t k = far; k < n; k++)
+		read_response(PSN0 + k,
+			      k == n - 1 ? SWV_OP_READ_RESP_LAST : SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, 3);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.n_probes, 0u);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -1049,6 +1089,7 @@ int main(void)
 	test_read_request_lost();
 	test_read_then_answered();
 	test_read_long_slots_cleared();
+	test_read_past_window();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
