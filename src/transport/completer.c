@@ -67,6 +67,7 @@ static void rewind_cursor(struct swv_qp *qp)
 	r->pkts_since_ackreq = 0;
 	r->sr_pending = r->sr_active = false; /* the go-back-N resends that packet too */
 	r->rd_rereq_psn = r->una_psn;	      /* and asks for every READ response again */
+	r->rd_far = false;
 	struct swv_send_wqe *w = head_wqe(qp);
 	if (w && !is_rd_atomic(w->opcode)) {
 		uint32_t acked = (r->una_psn - w->first_psn) & SWV_PSN_MASK;
@@ -273,9 +274,15 @@ static unsigned read_rerequest(struct swv_qp *qp, uint32_t from, uint32_t to, bo
 				continue;
 			}
 			uint32_t q = swv_psn_add(p, 1);
-			while (swv_psn_cmp(q, hi) < 0 && !rd_seen(r, q) &&
-			       swv_psn_diff(q, r->una_psn) < (int32_t)SWV_MAX_UNACKED_PSNS)
+			while (swv_psn_cmp(q, hi) < 0 && !rd_seen(r, q)) {
+				/* nothing past the window was placed (handle_read_resp
+				 * drops it): the run goes on to hi */
+				if (swv_psn_diff(q, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS) {
+					q = hi;
+					break;
+				}
 				q = swv_psn_add(q, 1);
+			}
 			runs++;
 			if (send) {
 				uint32_t n = (q - p) & SWV_PSN_MASK;
@@ -660,12 +667,16 @@ static struct swv_send_wqe *wqe_of_psn(struct swv_qp *qp, uint32_t psn)
 
 /* Move the head READ's placed prefix over the responses placed past it; complete it
  * when whole, and then the WQEs after it that are answered (READs whose responses all
- * arrived, SEND/WRITEs before psn). */
+ * arrived, SEND/WRITEs before psn or rd_hi). An atomic before rd_hi was answered while
+ * the READ held the head, and that answer was not kept: it is asked for again at once
+ * (the responder replays it, executing nothing twice) rather than at the next probe. */
 static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 {
 	struct swv_req_state *r = &qp->req;
 	struct swv_send_wqe *h;
 
+	if (r->rd_hi_valid && swv_psn_cmp(r->rd_hi, psn) > 0)
+		psn = r->rd_hi; /* the responder executed everything before rd_hi */
 	while ((h = head_wqe(qp)) && h->opcode == IBV_WR_RDMA_READ) {
 		uint32_t before = r->read_off;
 		while (r->read_off < h->length &&
@@ -685,8 +696,36 @@ static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 		*progress = true;
 		if (!comp_head(qp, IBV_WC_SUCCESS))
 			return;
-		if (retire(qp, psn, false, progress) == RETIRE_ERR)
+		enum retire_result rr = retire(qp, psn, false, progress);
+		if (rr == RETIRE_ERR)
 			return;
+		if (rr == RETIRE_LOST && (h = head_wqe(qp)) && is_atomic(h->opcode)) {
+			if (r->rtt_at && swv_psn_cmp(r->rtt_psn, h->first_psn) >= 0)
+				r->rtt_at = 0; /* Karn: sent twice from here on */
+			rewind_cursor_to(qp, h->first_psn);
+		}
+	}
+}
+
+/* Responses were dropped for being past the window (rd_far): once the window reaches
+ * the first of them, ask for them all again at once, one request per run (the
+ * responder had sent them: no loss, no retry). Waiting for the tail-loss probe cost a
+ * READ longer than the window two or more probe intervals per loss in it. */
+static void read_far(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *h = head_wqe(qp);
+	if (!r->rd_hi_valid || !h || h->opcode != IBV_WR_RDMA_READ) {
+		r->rd_far = false; /* answered since, or gone back N */
+		return;
+	}
+	uint32_t from = swv_psn_cmp(r->rd_rereq_psn, r->una_psn) > 0 ? r->rd_rereq_psn : r->una_psn;
+	if (swv_psn_diff(from, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS)
+		return; /* the window has not moved to them yet */
+	r->rd_far = false;
+	if (swv_psn_cmp(from, r->rd_hi) < 0) {
+		read_rerequest(qp, from, r->rd_hi, true);
+		r->rd_rereq_psn = r->rd_hi;
 	}
 }
 
@@ -734,9 +773,16 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		r->n_dup_resp++; /* malformed for this READ: ignore, a retry recovers */
 		return;
 	}
-	if ((w == h && off < r->read_off) || rd_seen(r, psn) ||
-	    swv_psn_diff(psn, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS) {
-		r->n_dup_resp++; /* placed already, or too far ahead to record: asked again */
+	if ((w == h && off < r->read_off) || rd_seen(r, psn)) {
+		r->n_dup_resp++; /* placed already */
+		return;
+	}
+	if (swv_psn_diff(psn, r->una_psn) >= (int32_t)SWV_MAX_UNACKED_PSNS) {
+		/* too far ahead to record (a READ longer than the window, behind a loss):
+		 * asked for again once the window reaches it (read_far) */
+		rd_hi_raise(r, swv_psn_add(psn, 1));
+		r->rd_far = true;
+		r->n_dup_resp++;
 		return;
 	}
 	if (pkt->paylen) {
@@ -764,6 +810,8 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		*progress = false;
 	}
 	h = head_wqe(qp);
+	if (r->rd_far)
+		read_far(qp);
 	if (h->opcode == IBV_WR_RDMA_READ || swv_psn_cmp(h->last_psn, psn) < 0)
 		lost_response(qp, swv_psn_add(psn, 1), false, "read response gap");
 }
@@ -902,6 +950,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 				 * it may not have seen */
 				read_rerequest(qp, r->una_psn, r->sent_psn, true);
 				r->rd_rereq_psn = r->sent_psn;
+				r->rd_far = false;
 				probe_unexecuted(qp);
 			} else {
 				rewind_cursor(qp);

@@ -225,12 +225,15 @@ static int complete_one(struct swv_qp *qp, int status)
 	if (idx == r->started)
 		r->started = idx + 1;
 	if (w->opcode == IBV_WR_RDMA_READ && w->state != SWV_WQE_POSTED) {
-		/* its PSNs will come round again after 2^24: forget them */
+		/* its PSNs will come round again after 2^24: forget them -- every slot
+		 * holding one, which for a READ longer than the slots is a later PSN
+		 * than the slot's first use */
 		uint32_t n = SWV_MIN(w->npkts, (uint32_t)SWV_MAX_UNACKED_PSNS);
 		for (uint32_t k = 0; k < n; k++) {
 			uint32_t psn = swv_psn_add(w->first_psn, k);
 			uint32_t *slot = &r->rd_seen[psn & (SWV_MAX_UNACKED_PSNS - 1)];
-			if (*slot == (psn | SWV_RD_SEEN))
+			if ((*slot & SWV_RD_SEEN) &&
+			    ((*slot - w->first_psn) & SWV_PSN_MASK) < w->npkts)
 				*slot = 0;
 		}
 	}

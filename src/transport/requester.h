@@ -128,6 +128,7 @@ struct swv_req_state {
 	uint32_t rd_hi;
 	bool rd_hi_valid;
 	uint32_t rd_rereq_psn;
+	bool rd_far;		/* responses too far past una_psn to record were dropped */
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* UD: the destination (IPv4 << 16 | port) the link has refused (EAGAIN) since

@@ -946,6 +946,141 @@ static void test_ud_refused_drop(void)
 	refused_port = 0;
 }
 
+/* An answer for a WQE after the head READ, while a response of that READ is missing,
+ * says the responder executed it: once the READ's replay arrives, a WRITE the ACK
+ * answered completes with it, and an atomic whose answer could not be kept then (the
+ * READ held the head) is asked for again at once -- both used to wait for the
+ * tail-loss probe. One lost response, one retry. */
+static void atomic_ack(uint32_t psn, uint64_t orig)
+{
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | SWV_OP_ATOMIC_ACK;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.aeth_syndrome = 0x1f;
+	p.atmack_orig = orig;
+	swv_comp_rx(qp, &p);
+}
+
+static void test_read_then_answered(void)
+{
+	setup(3, 7);
+	make_reads(1); /* READ A PSN0..+3, WRITE B +4..+6 */
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 2, 4); /* +1 lost */
+	respond(PSN0 + 6, 0x1f);    /* B executed */
+	CHECK_EQ(ncomps, 0);
+	int sent = ntx;
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 2);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(qp->req.n_retries, 1u);
+
+	setup(3, 7);
+	make_reads(1); /* READ A PSN0..+3, FETCH_AND_ADD B +4 */
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 1);
+	w->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	w->length = 8;
+	w->sge[0].length = 8;
+	qp->sq.tail = 2;
+	swv_req_run(qp);
+	CHECK_EQ(count_tx(PSN0 + 4), 1);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 2, 4); /* +1 lost */
+	atomic_ack(PSN0 + 4, 77);
+	CHECK_EQ(ncomps, 0);
+	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(count_tx(PSN0 + 4), 2); /* asked again without waiting for a probe */
+	atomic_ack(PSN0 + 4, 77);	 /* the responder's replay */
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+}
+
+/* A READ of more PSNs than the window has slots (SWV_MAX_UNACKED_PSNS) records its
+ * last responses in slots its first ones used; completing it must forget them all.
+ * 2^24 PSNs later a READ reuses those PSNs, and a slot still marked placed made it
+ * complete on its first response, three of its four never placed. The wrap is
+ * simulated: the PSN counters are set to where 2^24 - 88 PSNs of traffic bring them. */
+static void test_read_long_slots_cleared(void)
+{
+	setup(3, 7);
+	make_reads(2);
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	w->length = 600 * MTU; /* PSN0 .. +599 */
+	w->sge[0].length = 600 * MTU;
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	for (uint32_t k = 0; k < 600; k++) {
+		uint8_t op = k == 0	? SWV_OP_READ_RESP_FIRST
+			     : k == 599 ? SWV_OP_READ_RESP_LAST
+					: SWV_OP_READ_RESP_MIDDLE;
+		read_response(PSN0 + k, op);
+		if (qp->sq.head == 0 && (int)(qp->req.una_psn - PSN0) != (int)k + 1)
+			swv_req_run(qp); /* past the window: requested in chunks */
+	}
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	struct swv_req_state *r = &qp->req;
+	r->next_psn = r->una_psn = r->sent_psn = r->cwnd_una = r->rd_rereq_psn = PSN0 + 512;
+	qp->sq.tail = 2; /* READ B: PSN0 + 512 .. +515 */
+	swv_req_run(qp);
+	w = swv_wq_slot(&qp->sq, 1);
+	CHECK_EQ(w->first_psn, PSN0 + 512);
+	read_response(PSN0 + 512, SWV_OP_READ_RESP_FIRST);
+	CHECK_EQ(ncomps, 1); /* three responses still to come */
+	read_responses(PSN0 + 512, 1, 4);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
+}
+
+/* A READ longer than the window (1200 PSNs, 512 slots) loses response +10: the 511
+ * after it are placed, the rest dropped as too far ahead to record. When +10's replay
+ * moves the window, the dropped ones are asked for at once, in one request, with no
+ * retry more -- they used to wait for a tail-loss probe each 512 PSNs (two probe
+ * intervals here). */
+static void test_read_past_window(void)
+{
+	setup(3, 7);
+	make_reads(1);
+	qp->attr.timeout = 14;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	const uint32_t n = 1200, far = 10 + SWV_MAX_UNACKED_PSNS;
+	w->length = n * MTU;
+	w->sge[0].length = n * MTU;
+	qp->sq.tail = 1;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, 1);
+	for (uint32_t k = 0; k < n; k++)
+		if (k != 10)
+			read_response(PSN0 + k, k == 0	     ? SWV_OP_READ_RESP_FIRST
+						: k == n - 1 ? SWV_OP_READ_RESP_LAST
+							     : SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ntx, 2);
+	CHECK_EQ(tx_psn[1], PSN0 + 10);
+	CHECK_EQ(tx_reth_len[1], MTU);
+	read_response(PSN0 + 10, SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(qp->req.una_psn, PSN0 + far);
+	CHECK_EQ(ntx, 3);
+	CHECK_EQ(tx_psn[2], PSN0 + far);
+	CHECK_EQ(tx_reth_len[2], (n - far) * MTU);
+	for (uint32_t k = far; k < n; k++)
+		read_response(PSN0 + k,
+			      k == n - 1 ? SWV_OP_READ_RESP_LAST : SWV_OP_READ_RESP_MIDDLE);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(ntx, 3);
+	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req.n_probes, 0u);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -958,6 +1093,9 @@ int main(void)
 	test_read_selective();
 	test_read_selective_probe();
 	test_read_request_lost();
+	test_read_then_answered();
+	test_read_long_slots_cleared();
+	test_read_past_window();
 	test_seq_nak_past_read();
 	test_read_alive_hang();
 	test_no_ackreq_in_window();
