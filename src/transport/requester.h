@@ -59,8 +59,11 @@ enum swv_wqe_state {
 #define SWV_SR_GBN_AFTER_FALLBACK 16
 #define SWV_RD_SEEN		  0x80000000u /* rd_seen: the slot holds a placed response's PSN */
 /* A UD datagram whose destination the link has refused for this long completes as sent
- * (dropped), as an unreliable datagram service drops at a full socket buffer. */
-#define SWV_UD_REFUSED_DROP_NS 10000000ull
+ * (dropped), as an unreliable datagram service drops at a full socket buffer. Long
+ * enough that only a stopped receiver reaches it: 10 ms, the first value, was reached by
+ * receivers merely waiting for a core on a loaded 2-CPU machine, and programs that count
+ * their UD receives (ib_send_bw -c UD) then waited for ever. */
+#define SWV_UD_REFUSED_DROP_NS 1000000000ull
 
 struct swv_req_state {
 	uint32_t next_psn;     /* PSN assigned to the next WQE started for the first time */
