@@ -20,6 +20,10 @@
  *  two_processes the placement into another process (the real case): a child streams
  *                one-packet WRITEs into the parent's MR, every one placed, the last
  *                with an immediate; the parent's bytes and its responder's count.
+ *  forged_udp    a WRITE_ONLY flagged placed, with no payload, arriving over UDP (where
+ *                nobody can have placed it): the reserved bit is ignored, so the empty
+ *                payload against a RETH length is an invalid request (NAK, QP to ERR),
+ *                never a WRITE counted as done.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -37,6 +41,8 @@
 #include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
 #include "util/clock.h"
 
 #define BUF   65536
@@ -464,6 +470,62 @@ static void two_processes(void)
 	fprintf(stderr, "ok   two_processes\n");
 }
 
+/* The responder's expected PSN and its invalid-request/access NAK count, under the lock. */
+static void resp_psn_naks(struct side *s, uint32_t *epsn, uint64_t *naks)
+{
+	struct swv_qp *q = to_swv_qp(s->qp);
+	pthread_mutex_lock(&q->lock);
+	*epsn = q->resp.epsn;
+	*naks = q->resp.stats.err_naks;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void forged_udp(void)
+{
+	struct side a, b;
+	pair_open(&a, &b, RW);
+	memset(b.buf, 0x5a, 64);
+	uint32_t e0, e;
+	uint64_t n0, n;
+	resp_psn_naks(&b, &e0, &n0);
+	uint64_t placed0 = resp_placed(&b);
+
+	struct swv_pkt p = {.opcode = SWV_OP_RC | SWV_OP_WRITE_ONLY,
+			    .dqpn = b.qp->qp_num,
+			    .psn = e0,
+			    .ackreq = true,
+			    .placed = true,
+			    .reth_va = (uintptr_t)b.buf,
+			    .reth_rkey = b.mr->rkey,
+			    .reth_len = 8};
+	p.flags = swv_opcode(p.opcode)->flags;
+	uint8_t pkt[SWV_MAX_HDR_LEN + 8];
+	size_t h = swv_pkt_build_hdr(pkt, &p);
+	CHECK(h > 0);
+	size_t t = swv_pkt_build_tail(pkt, h, NULL, 0, pkt + h);
+	CHECK(t > 0);
+	/* from a's socket: b's QP takes packets from its connected peer only */
+	int fd = port0(&a)->fd;
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port0(&b)->port)};
+	to.sin_addr = to_swv_ctx(b.ctx)->cfg->addr;
+	CHECK_EQ(sendto(fd, pkt, h + t, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)(h + t));
+
+	/* executed one way or the other: the PSN moved on or a NAK went out */
+	uint64_t until = swv_now_ns() + LIMIT;
+	do {
+		CHECK(swv_now_ns() < until);
+		sched_yield();
+		resp_psn_naks(&b, &e, &n);
+	} while (e == e0 && n == n0);
+	CHECK_EQ(n, n0 + 1);
+	CHECK_EQ(e, e0);
+	CHECK_EQ(resp_placed(&b), placed0);
+	for (int i = 0; i < 64; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	pair_close(&a, &b);
+	fprintf(stderr, "ok   forged_udp\n");
+}
+
 int main(void)
 {
 	switch_off(); /* forks before the switch is read in this process */
@@ -477,5 +539,6 @@ int main(void)
 	dereg_stream();
 	dead_placer();
 	corrupt();
+	forged_udp();
 	return 0;
 }
