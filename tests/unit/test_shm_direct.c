@@ -15,6 +15,7 @@
  *                while it lives, and not once it was killed.
  *  corrupt       a scribbled placement table: the sender stops placing and the WRITEs
  *                go through the ring, bytes exact.
+ *  nondumpable   a process that made itself non-dumpable does not place into itself.
  *  switch_off    SWVERBS_SHM_DIRECT=0: the ring only (a child process: the switch is
  *                read once).
  *  two_processes the placement into another process (the real case): a child streams
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -415,6 +417,7 @@ static void switch_off(void)
 		struct side a, b;
 		pair_open(&a, &b, RW);
 		CHECK(port0(&a)->shm); /* the ring stays */
+		warm(&a, &b);
 		fill(a.buf, 100, 5);
 		post_write(&a, IBV_WR_RDMA_WRITE, 0, 100, (uintptr_t)b.buf, b.mr->rkey, 0);
 		CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
@@ -428,6 +431,32 @@ static void switch_off(void)
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	fprintf(stderr, "ok   switch_off\n");
+}
+
+/* A process that made itself non-dumpable (other processes of its user may not write
+ * it) does not place into itself: a process that can scribble its inboxes' tables
+ * would otherwise steer its writes anywhere in it. */
+static void nondumpable(void)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK_OK(prctl(PR_SET_DUMPABLE, 0));
+		struct side a, b;
+		pair_open(&a, &b, RW);
+		warm(&a, &b);
+		fill(a.buf, 100, 8);
+		post_write(&a, IBV_WR_RDMA_WRITE, 0, 100, (uintptr_t)b.buf, b.mr->rkey, 0);
+		CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
+		CHECK(!memcmp(a.buf, b.buf, 100));
+		CHECK_EQ(stats(&a).direct_tx, 0);
+		pair_close(&a, &b);
+		_exit(0);
+	}
+	int st;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fprintf(stderr, "ok   nondumpable\n");
 }
 
 #define XP_N 200
@@ -623,6 +652,7 @@ int main(void)
 		return 77;
 	}
 	two_processes(); /* forks before any device is open in this process */
+	nondumpable();
 	placed();
 	errors();
 	dereg_stream();
