@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -657,6 +658,33 @@ static struct shm_slot *claim_slot(struct swv_shm_port *sp, struct shm_hdr *h, i
 }
 
 /* Map dst's inbox and claim a ring in it. Returns 0 or an errno (no inbox: UDP). */
+/* Whether placing into process pid keeps the table's trust rule: a same-user process
+ * that can scribble the table (and the owner's pid in the header) must not gain, by
+ * steering this sender, a write it could not make itself. That holds when any process
+ * of the user may write any other with process_vm_writev (no Yama restriction, the
+ * ptrace_scope file absent or 0), and, for a placement into this very process (which
+ * a process may always write), when this process is dumpable (one that made itself
+ * non-dumpable is closed to other processes of its user). Slow path: at attach. */
+static bool direct_trust_ok(int32_t pid)
+{
+	static _Atomic int yama = -1; /* 0: unrestricted (ports attach concurrently) */
+	int y = atomic_load_explicit(&yama, memory_order_relaxed);
+	if (y < 0) {
+		int v = 0;
+		FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+		if (f) {
+			if (fscanf(f, "%d", &v) != 1)
+				v = 1;
+			fclose(f);
+		}
+		y = v != 0;
+		atomic_store_explicit(&yama, y, memory_order_relaxed);
+	}
+	if (y)
+		return false;
+	return pid != getpid() || prctl(PR_GET_DUMPABLE) == 1;
+}
+
 static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 		       const struct sockaddr_in *dst)
 {
@@ -705,7 +733,8 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	/* The owner judges our liveness by pid when it waits for our placements: only
 	 * within one PID namespace. */
 	uint64_t ns = self_pidns();
-	atomic_store(&p->direct_ok, ns && ns == h->owner_pidns && p->owner_pid > 0);
+	atomic_store(&p->direct_ok, ns && ns == h->owner_pidns && p->owner_pid > 0 &&
+					direct_trust_ok(p->owner_pid));
 	p->tail = atomic_load(&s->tail);
 	atomic_store_explicit(&p->ring, ring_at(h, idx), memory_order_release);
 	return 0;

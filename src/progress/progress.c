@@ -81,7 +81,7 @@ static void group_flush(struct swv_progress_rx *st)
  * one QP are handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
  * into the receive buffers, so the group is handed over before the next receive. */
 static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
-			struct swv_progress_rx *st)
+			struct swv_progress_rx *st, bool ring)
 {
 	struct swv_progress *pr = &ctx->progress;
 	struct swv_pkt pkt;
@@ -102,6 +102,9 @@ static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
 		return true;
 	}
+	/* Only a sender on the intra-host link can have placed a payload; elsewhere the
+	 * bit is reserved and ignored, as a real adapter does (docs/wire.md). */
+	pkt.placed &= ring;
 	if (swv_unlikely(ep->mcast)) {
 		/* A group's socket: for QPN 0xffffff only, to every QP attached. */
 		group_flush(st);
@@ -137,7 +140,7 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
 		stat_inc(calls);
 		int n = swv_ep_recv_segs(ep, &st->rx);
 		for (int i = 0; i < n; i++)
-			total += rx_dispatch(ctx, ep, &st->rx.segs[i], st);
+			total += rx_dispatch(ctx, ep, &st->rx.segs[i], st, false);
 		group_flush(st);
 		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
@@ -160,7 +163,7 @@ static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_p
 		if (n)
 			stat_inc(calls);
 		for (int i = 0; i < n; i++)
-			rx_dispatch(ctx, ep, &st->rx.segs[i], st);
+			rx_dispatch(ctx, ep, &st->rx.segs[i], st, true);
 		group_flush(st);
 		swv_shm_rx_release(ep->shm);
 		total += n;
@@ -601,7 +604,7 @@ void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, stru
 	struct swv_progress_rx *st = ctx->progress.rx;
 
 	for (unsigned i = 0; i < n; i++)
-		rx_dispatch(ctx, ep, &pkts[i], st);
+		rx_dispatch(ctx, ep, &pkts[i], st, false);
 	group_flush(st);
 }
 

@@ -368,13 +368,18 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
  * find the WRITE executed already, and a duplicate must not write again: it goes
  * through the ring with its payload, and the responder treats it as a duplicate), and
  * neither authenticated mode nor a fault injector (which never has an inbox) on the
- * QP's path. */
+ * QP's path. Something acknowledged since the send queue's PSN was set: only then is
+ * the responder known to expect this PSN (with a mismatched rq_psn it would drop the
+ * request as a duplicate or out of sequence, and placed bytes would land for a WRITE
+ * that fails). Not WRITE_WITH_IMM: without a receive WQE the responder answers RNR and
+ * its memory must stay untouched, which the sender cannot know beforehand. */
 static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
-	return (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
-	       w->npkts == 1 && qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && !qp->auth.on &&
-	       qp->ep && qp->ep->shm && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
-	       qp->sq.head == qp->req.cur && w->length <= qp->mtu;
+	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts == 1 && qp->type == IBV_QPT_RC &&
+	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
+	       psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur &&
+	       w->length <= qp->mtu;
 }
 
 /* Copy the payload straight into the peer's memory; false: send it in the packet. */

@@ -2,10 +2,10 @@
  * Direct placement on the intra-host link (src/link/shm.h swv_shm_direct, docs/design.md
  * "The intra-host link"): two contexts of this process, RC.
  *
- *  placed        one-packet RDMA WRITEs (2 B .. the path MTU, WRITE_WITH_IMM too) are
- *                placed by the sender: the placement count moves, the responder counts
- *                each as placed, bytes exact, the immediate's CQE as on the ring; a
- *                WRITE larger than the path MTU takes the ring.
+ *  placed        one-packet RDMA WRITEs (2 B .. the path MTU) after the connection's
+ *                first request are placed by the sender: the placement count moves,
+ *                the responder counts each as placed, bytes exact; a WRITE_WITH_IMM
+ *                (its CQE) and a WRITE larger than the path MTU take the ring.
  *  errors        a bad rkey, out of bounds, an MR without REMOTE_WRITE, a QP without
  *                REMOTE_WRITE: IBV_WC_REM_ACCESS_ERR / REM_INV_REQ_ERR as on the ring,
  *                nothing placed, the target's memory untouched.
@@ -15,11 +15,19 @@
  *                while it lives, and not once it was killed.
  *  corrupt       a scribbled placement table: the sender stops placing and the WRITEs
  *                go through the ring, bytes exact.
+ *  nondumpable   a process that made itself non-dumpable does not place into itself.
  *  switch_off    SWVERBS_SHM_DIRECT=0: the ring only (a child process: the switch is
  *                read once).
  *  two_processes the placement into another process (the real case): a child streams
  *                one-packet WRITEs into the parent's MR, every one placed, the last
  *                with an immediate; the parent's bytes and its responder's count.
+ *  not_executed  a WRITE the responder would not execute is not placed: one whose PSN
+ *                the responder does not expect (mismatched rq_psn), a WRITE_WITH_IMM
+ *                drawing RNR; the target's memory stays untouched.
+ *  forged_udp    a WRITE_ONLY flagged placed, with no payload, arriving over UDP (where
+ *                nobody can have placed it): the reserved bit is ignored, so the empty
+ *                payload against a RETH length is an invalid request (NAK, QP to ERR),
+ *                never a WRITE counted as done.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -28,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +46,8 @@
 #include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
+#include "transport/opcode.h"
+#include "transport/packet.h"
 #include "util/clock.h"
 
 #define BUF   65536
@@ -89,6 +100,12 @@ static void pair_open(struct side *a, struct side *b, int b_access)
 	side_open(a, RW);
 	side_open(b, b_access);
 	swvt_pair_connect(a->qp, b->qp);
+}
+
+static void pair_open_unconnected(struct side *a, struct side *b)
+{
+	side_open(a, RW);
+	side_open(b, RW);
 }
 
 static void pair_close(struct side *a, struct side *b)
@@ -152,11 +169,25 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 		p[i] = (uint8_t)(i * 31 + seed);
 }
 
+/* One zero-length SEND from a to b, both completions taken: the first request of a
+ * connection is never placed (only an acknowledged one shows the responder expects the
+ * requester's PSNs), so tests that look at placements start with it. */
+static void warm(struct side *a, struct side *b)
+{
+	struct ibv_recv_wr rw = {.wr_id = 1}, *rbad;
+	CHECK_OK(ibv_post_recv(b->qp, &rw, &rbad));
+	struct ibv_send_wr wr = {.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	CHECK_OK(ibv_post_send(a->qp, &wr, &bad));
+	CHECK_EQ(wait_wc(a->cq).status, IBV_WC_SUCCESS);
+	CHECK_EQ(wait_wc(b->cq).status, IBV_WC_SUCCESS);
+}
+
 static void placed(void)
 {
 	struct side a, b;
 	pair_open(&a, &b, RW);
 	CHECK(port0(&a)->shm && port0(&b)->shm);
+	warm(&a, &b);
 	static const uint32_t sizes[] = {2, 8, 100, 1000, 1024};
 	uint32_t off = 0;
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -173,7 +204,8 @@ static void placed(void)
 		CHECK_EQ(resp_placed(&b), r0 + 1);
 		off += 2048;
 	}
-	/* WRITE_WITH_IMM: placed, and the receive completes as on the ring */
+	/* WRITE_WITH_IMM: the ring (the responder may have to refuse it with RNR), the
+	 * receive completes */
 	struct ibv_sge rs = {(uintptr_t)b.buf, 1, b.mr->lkey};
 	struct ibv_recv_wr rw = {.wr_id = 77, .sg_list = &rs, .num_sge = 1}, *rbad;
 	CHECK_OK(ibv_post_recv(b.qp, &rw, &rbad));
@@ -190,7 +222,7 @@ static void placed(void)
 	CHECK_EQ(wc.byte_len, 300);
 	CHECK_EQ(ntohl(wc.imm_data), 0x1234);
 	CHECK(!memcmp(a.buf + 20000, b.buf + 20000, 300));
-	CHECK_EQ(stats(&a).direct_tx, d0 + 1);
+	CHECK_EQ(stats(&a).direct_tx, d0);
 	/* more than the path MTU (1024): the ring */
 	d0 = stats(&a).direct_tx;
 	fill(a.buf + 30000, 5000, 3);
@@ -214,6 +246,7 @@ static void refused(int b_access, bool qp_no_write, int how, enum ibv_wc_status 
 		CHECK_OK(ibv_modify_qp(b.qp, &at, IBV_QP_ACCESS_FLAGS));
 	}
 	swvt_pair_connect(a.qp, b.qp);
+	warm(&a, &b);
 	memset(b.buf, 0x5a, BUF);
 	fill(a.buf, 64, 1);
 	uint64_t raddr = (uintptr_t)b.buf + 100;
@@ -353,6 +386,7 @@ static void corrupt(void)
 {
 	struct side a, b;
 	pair_open(&a, &b, RW);
+	warm(&a, &b);
 	fill(a.buf, 64, 4);
 	post_write(&a, IBV_WR_RDMA_WRITE, 0, 64, (uintptr_t)b.buf, b.mr->rkey, 0);
 	CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
@@ -383,6 +417,7 @@ static void switch_off(void)
 		struct side a, b;
 		pair_open(&a, &b, RW);
 		CHECK(port0(&a)->shm); /* the ring stays */
+		warm(&a, &b);
 		fill(a.buf, 100, 5);
 		post_write(&a, IBV_WR_RDMA_WRITE, 0, 100, (uintptr_t)b.buf, b.mr->rkey, 0);
 		CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
@@ -396,6 +431,32 @@ static void switch_off(void)
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	fprintf(stderr, "ok   switch_off\n");
+}
+
+/* A process that made itself non-dumpable (other processes of its user may not write
+ * it) does not place into itself: a process that can scribble its inboxes' tables
+ * would otherwise steer its writes anywhere in it. */
+static void nondumpable(void)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK_OK(prctl(PR_SET_DUMPABLE, 0));
+		struct side a, b;
+		pair_open(&a, &b, RW);
+		warm(&a, &b);
+		fill(a.buf, 100, 8);
+		post_write(&a, IBV_WR_RDMA_WRITE, 0, 100, (uintptr_t)b.buf, b.mr->rkey, 0);
+		CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
+		CHECK(!memcmp(a.buf, b.buf, 100));
+		CHECK_EQ(stats(&a).direct_tx, 0);
+		pair_close(&a, &b);
+		_exit(0);
+	}
+	int st;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fprintf(stderr, "ok   nondumpable\n");
 }
 
 #define XP_N 200
@@ -428,7 +489,8 @@ static void two_processes(void)
 				   off, 64, peer.addr + off, peer.rkey, i);
 			CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
 		}
-		CHECK_EQ(stats(&a).direct_tx, XP_N);
+		/* all but the first and the one with an immediate */
+		CHECK_EQ(stats(&a).direct_tx, XP_N - 2);
 		side_close(&a);
 		_exit(0);
 	}
@@ -455,13 +517,131 @@ static void two_processes(void)
 	int st;
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	CHECK_EQ(resp_placed(&b), XP_N);
+	CHECK_EQ(resp_placed(&b), XP_N - 2);
 	side_close(&b);
 	for (int i = 0; i < 2; i++) {
 		close(c2p[i]);
 		close(p2c[i]);
 	}
 	fprintf(stderr, "ok   two_processes\n");
+}
+
+/* The responder's expected PSN and its invalid-request/access NAK count, under the lock. */
+static void resp_psn_naks(struct side *s, uint32_t *epsn, uint64_t *naks)
+{
+	struct swv_qp *q = to_swv_qp(s->qp);
+	pthread_mutex_lock(&q->lock);
+	*epsn = q->resp.epsn;
+	*naks = q->resp.stats.err_naks;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void forged_udp(void)
+{
+	struct side a, b;
+	pair_open(&a, &b, RW);
+	memset(b.buf, 0x5a, 64);
+	uint32_t e0, e;
+	uint64_t n0, n;
+	resp_psn_naks(&b, &e0, &n0);
+	uint64_t placed0 = resp_placed(&b);
+
+	struct swv_pkt p = {.opcode = SWV_OP_RC | SWV_OP_WRITE_ONLY,
+			    .dqpn = b.qp->qp_num,
+			    .psn = e0,
+			    .ackreq = true,
+			    .placed = true,
+			    .reth_va = (uintptr_t)b.buf,
+			    .reth_rkey = b.mr->rkey,
+			    .reth_len = 8};
+	p.flags = swv_opcode(p.opcode)->flags;
+	uint8_t pkt[SWV_MAX_HDR_LEN + 8];
+	size_t h = swv_pkt_build_hdr(pkt, &p);
+	CHECK(h > 0);
+	size_t t = swv_pkt_build_tail(pkt, h, NULL, 0, pkt + h);
+	CHECK(t > 0);
+	/* from a's socket: b's QP takes packets from its connected peer only */
+	int fd = port0(&a)->fd;
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port0(&b)->port)};
+	to.sin_addr = to_swv_ctx(b.ctx)->cfg->addr;
+	CHECK_EQ(sendto(fd, pkt, h + t, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)(h + t));
+
+	/* executed one way or the other: the PSN moved on or a NAK went out */
+	uint64_t until = swv_now_ns() + LIMIT;
+	do {
+		CHECK(swv_now_ns() < until);
+		sched_yield();
+		resp_psn_naks(&b, &e, &n);
+	} while (e == e0 && n == n0);
+	CHECK_EQ(n, n0 + 1);
+	CHECK_EQ(e, e0);
+	CHECK_EQ(resp_placed(&b), placed0);
+	for (int i = 0; i < 64; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	pair_close(&a, &b);
+	fprintf(stderr, "ok   forged_udp\n");
+}
+
+/* a and b connected by hand: b expects rq_psn, a sends from 0 (a's RNR retries: rnr). */
+static void connect_psn(struct side *a, struct side *b, uint32_t rq_psn, int rnr)
+{
+	swvt_pair_to_rtr(a->qp, b->qp->qp_num);
+	struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTR,
+				.path_mtu = IBV_MTU_1024,
+				.dest_qp_num = a->qp->qp_num,
+				.rq_psn = rq_psn,
+				.max_dest_rd_atomic = 4,
+				.min_rnr_timer = 1};
+	swvt_local_ah_attr(b->ctx, &r.ah_attr);
+	CHECK_OK(ibv_modify_qp(b->qp, &r,
+			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER));
+	struct ibv_qp_attr t = {.qp_state = IBV_QPS_RTS,
+				.timeout = 8,
+				.retry_cnt = 1,
+				.rnr_retry = (uint8_t)rnr,
+				.max_rd_atomic = 4};
+	CHECK_OK(ibv_modify_qp(a->qp, &t,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
+	swvt_pair_to_rts(b->qp, 14);
+}
+
+/* A WRITE the responder does not execute leaves its memory as it was, as on the ring:
+ * one whose PSN the responder does not expect (its rq_psn is not a's sq_psn: dropped
+ * as a duplicate, a's WRITE ends in RETRY_EXC_ERR), and a WRITE_WITH_IMM without a
+ * receive WQE (RNR, a's WRITE ends in RNR_RETRY_EXC_ERR). */
+static void not_executed(void)
+{
+	struct side a, b;
+	pair_open_unconnected(&a, &b);
+	connect_psn(&a, &b, 1000, 7);
+	memset(b.buf, 0x5a, 256);
+	fill(a.buf, 64, 6);
+	uint64_t d0 = stats(&a).direct_tx;
+	post_write(&a, IBV_WR_RDMA_WRITE, 0, 64, (uintptr_t)b.buf, b.mr->rkey, 0);
+	CHECK_EQ(wait_wc(a.cq).status, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(stats(&a).direct_tx, d0);
+	for (int i = 0; i < 256; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	pair_close(&a, &b);
+
+	pair_open_unconnected(&a, &b);
+	connect_psn(&a, &b, 0, 0);
+	warm(&a, &b);
+	/* the connection places: a plain WRITE does */
+	d0 = stats(&a).direct_tx;
+	post_write(&a, IBV_WR_RDMA_WRITE, 0, 64, (uintptr_t)b.buf + 1024, b.mr->rkey, 0);
+	CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	CHECK_EQ(stats(&a).direct_tx, d0 + 1);
+	memset(b.buf, 0x5a, 256);
+	post_write(&a, IBV_WR_RDMA_WRITE_WITH_IMM, 0, 64, (uintptr_t)b.buf, b.mr->rkey, 7);
+	CHECK_EQ(wait_wc(a.cq).status, IBV_WC_RNR_RETRY_EXC_ERR);
+	for (int i = 0; i < 256; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	pair_close(&a, &b);
+	fprintf(stderr, "ok   not_executed\n");
 }
 
 int main(void)
@@ -472,10 +652,13 @@ int main(void)
 		return 77;
 	}
 	two_processes(); /* forks before any device is open in this process */
+	nondumpable();
 	placed();
 	errors();
 	dereg_stream();
 	dead_placer();
 	corrupt();
+	forged_udp();
+	not_executed();
 	return 0;
 }
