@@ -109,8 +109,14 @@ static void drain_before_err(struct swv_qp *q)
 	if (swv_progress_is_self(ctx))
 		return;
 	for (int i = 0; i < 4; i++) {
-		if (swv_progress_assist(ctx) >= 0)
+		int n = swv_progress_assist(ctx);
+		if (n >= 0) {
+			/* a pass takes one batch: take what else came, as a thread
+			 * iteration would (RX_ROUNDS batches) */
+			for (int k = 1; n > 0 && k < 8; k++)
+				n = swv_progress_assist(ctx);
 			return;
+		}
 		swv_progress_sync(ctx);
 	}
 }
