@@ -132,10 +132,10 @@ static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
  * late must not make the context look busy); each receive call is counted in *calls
  * (work_lock held: one writer at a time). */
 static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
-		       _Atomic uint64_t *calls)
+		       _Atomic uint64_t *calls, int rounds)
 {
 	int total = 0;
-	for (int round = 0; round < RX_ROUNDS; round++) {
+	for (int round = 0; round < rounds; round++) {
 		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
 		stat_inc(calls);
 		int n = swv_ep_recv_segs(ep, &st->rx);
@@ -153,12 +153,12 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
  * given back. */
 #define RX_SHM_BATCH 64
 static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
-		  _Atomic uint64_t *calls)
+		  _Atomic uint64_t *calls, int rounds)
 {
 	int total = 0;
 	if (!ep->shm)
 		return 0;
-	for (int round = 0; round < RX_ROUNDS; round++) {
+	for (int round = 0; round < rounds; round++) {
 		int n = swv_shm_rx_take(ep->shm, st->rx.segs, RX_SHM_BATCH);
 		if (n)
 			stat_inc(calls);
@@ -431,7 +431,7 @@ static void *progress_main(void *arg)
 				if (atomic_load_explicit(&pr->test_norx, memory_order_relaxed))
 					continue;
 			}
-			if (rx_endpoint(ctx, ep, st, &pr->rx_calls_thread) > 0)
+			if (rx_endpoint(ctx, ep, st, &pr->rx_calls_thread, RX_ROUNDS) > 0)
 				rx_hot(pr, now);
 		}
 		if (!atomic_load_explicit(&pr->test_norx, memory_order_relaxed)) {
@@ -442,7 +442,8 @@ static void *progress_main(void *arg)
 				eps[np] = &ctx->ports[np]->ep;
 			pthread_mutex_unlock(&ctx->qp_lock);
 			for (unsigned i = 0; i < np; i++)
-				got += (unsigned)rx_shm(ctx, eps[i], st, &pr->rx_calls_thread);
+				got += (unsigned)rx_shm(ctx, eps[i], st, &pr->rx_calls_thread,
+							RX_ROUNDS);
 			if (got)
 				rx_hot(pr, now);
 		}
@@ -476,8 +477,18 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 	pthread_mutex_unlock(&ctx->qp_lock);
 	struct swv_progress_rx *st = pr->rx;
 	bool periodic = (st->app_pass++ & 15) == 0;
+	/* A settling pass (all_sockets) must take everything that has arrived, as an
+	 * iteration of the thread would. */
+	unsigned rounds = all_sockets ? RX_ROUNDS : 1;
 	for (unsigned i = 0; i < n; i++) {
-		done += rx_shm(ctx, eps[i], st, &pr->rx_calls_app);
+		/* One batch per source (here and from the socket below) unless settling:
+		 * the caller gets back to its own loop -- an application reposts the
+		 * receives it polled --
+		 * before more is consumed. RX_ROUNDS batches per pass took up to 512 receive
+		 * WQEs while an ACK went out after each batch, so a SEND target reposting
+		 * what it polled ran out of a 256-deep RQ (an RNR NAK, then the window sent
+		 * again). The thread, which nobody waits on, keeps RX_ROUNDS. */
+		done += rx_shm(ctx, eps[i], st, &pr->rx_calls_app, rounds);
 		/* A port whose traffic all goes through its inbox needs no receive system
 		 * call on every pass: only when it sent UDP since the last look (replies come
 		 * the way requests went), or now and then for strays (a doorbell, a peer that
@@ -485,7 +496,7 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 		uint64_t tx = atomic_load_explicit(&eps[i]->udp_tx, memory_order_relaxed);
 		if (all_sockets || !eps[i]->shm || tx != st->udp_seen[i] || periodic) {
 			st->udp_seen[i] = tx;
-			done += rx_endpoint(ctx, eps[i], st, &pr->rx_calls_app);
+			done += rx_endpoint(ctx, eps[i], st, &pr->rx_calls_app, rounds);
 		}
 	}
 	/* Then what the fault injector holds (answers of this pass included) leaves now,
