@@ -12,7 +12,8 @@
 #define CHECK(cond)                                                                                \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+			fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d)\n", __FILE__,          \
+				__LINE__, #cond, errno);                                           \
 			exit(1);                                                                   \
 		}                                                                                  \
 	} while (0)

@@ -18,14 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %d)\n", __FILE__,          \
-				__LINE__, #c, errno);                                              \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* Waits (bounded: a lost event must fail the test, not hang it) for the next event. */
 static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, int timeout_ms)

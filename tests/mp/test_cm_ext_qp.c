@@ -18,14 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %d)\n", __FILE__,          \
-				__LINE__, #c, errno);                                              \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define LEN	   1024
 #define MSGS	   10
