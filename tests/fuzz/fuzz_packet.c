@@ -120,9 +120,16 @@ static void check_parsed(const uint8_t *buf, size_t len, const struct swv_pkt *p
 		FAIL("opcode %#x: parsed as unsupported or with the wrong flags", buf[0]);
 	if (len < (size_t)oi->hdr_len + SWV_CRC_LEN || len % 4)
 		FAIL("opcode %#x: accepted %zu bytes", p->opcode, len);
-	if (p->payload != buf + oi->hdr_len)
+	/* a datagram's MGID (packet.h) is the start of a DETH packet's payload */
+	size_t mgid = p->mgid ? SWV_MGID_LEN : 0;
+	if (p->mgid && (!(oi->flags & SWV_HDR_DETH) || !(p->deth_rsvd & SWV_DETH_MGID) ||
+			p->mgid != buf + oi->hdr_len))
+		FAIL("an MGID where there is none");
+	if (!p->mgid && (oi->flags & SWV_HDR_DETH) && (p->deth_rsvd & SWV_DETH_MGID))
+		FAIL("the MGID bit without an MGID");
+	if (p->payload != buf + oi->hdr_len + mgid)
 		FAIL("payload does not start after the headers");
-	if ((size_t)oi->hdr_len + p->paylen + p->padcnt + SWV_CRC_LEN != len)
+	if ((size_t)oi->hdr_len + mgid + p->paylen + p->padcnt + SWV_CRC_LEN != len)
 		FAIL("payload %u + pad %u does not fill the datagram", p->paylen, p->padcnt);
 	if (p->paylen && !(oi->flags & SWV_OPF_PAYLOAD))
 		FAIL("payload on an opcode without one");
@@ -143,9 +150,16 @@ static void round_trip(const struct swv_pkt *p)
 	struct swv_pkt q;
 	if (p->paylen > 65536)
 		return;
-	if (!build(p, dgram, sizeof(dgram), &q))
+	/* the builder takes the MGID as the first payload bytes, as a sender gives it */
+	struct swv_pkt b = *p;
+	if (p->mgid) {
+		b.payload = p->mgid;
+		b.paylen += SWV_MGID_LEN;
+	}
+	if (!build(&b, dgram, sizeof(dgram), &q))
 		FAIL("opcode %#x: the builder refuses a packet the parser accepted", p->opcode);
-	if (!same_fields(p, &q))
+	if (!same_fields(p, &q) || !p->mgid != !q.mgid ||
+	    (p->mgid && memcmp(p->mgid, q.mgid, SWV_MGID_LEN)))
 		FAIL("opcode %#x: fields changed in build(parse(x))", p->opcode);
 }
 
@@ -216,6 +230,14 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	p.xrc_srqn = (uint32_t)take(&d, &n, 4) & ((bits & 128) ? 0x1ffffffu : 0xffffffu);
 	p.payload = d;
 	p.paylen = (uint32_t)(n > 4096 ? 4096 : n);
+	/* DETH's MGID bit (packet.h) frames the first SWV_MGID_LEN payload bytes as the
+	 * datagram's MGID, which the parser takes off the payload; a sender sets it only
+	 * with an MGID there. */
+	int mgid = (swv_opcode(p.opcode)->flags & SWV_HDR_DETH) && (p.deth_rsvd & SWV_DETH_MGID);
+	if (mgid && p.paylen < SWV_MGID_LEN) {
+		p.deth_rsvd &= (uint8_t)~SWV_DETH_MGID;
+		mgid = 0;
+	}
 
 	size_t len = build(&p, dgram, sizeof(dgram), &q);
 	int valid =
@@ -232,6 +254,12 @@ static void build_from_fields(const uint8_t *d, size_t n)
 		return;
 	p.flags = swv_opcode(p.opcode)->flags;
 	p.padcnt = (uint8_t)((0u - p.paylen) & 3u);
+	if (!mgid != !q.mgid || (mgid && memcmp(q.mgid, p.payload, SWV_MGID_LEN)))
+		FAIL("opcode %#x: the MGID did not come back", p.opcode);
+	if (mgid) {
+		p.payload += SWV_MGID_LEN;
+		p.paylen -= SWV_MGID_LEN;
+	}
 	if (!same_fields(&p, &q))
 		FAIL("opcode %#x: fields changed in parse(build(x))", p.opcode);
 	check_parsed(dgram, len, &q);
