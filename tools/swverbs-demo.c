@@ -3,7 +3,8 @@
  *
  * The program forks. The parent is the INITIATOR, the child the TARGET; both use the
  * same swverbs device (by default the loopback device every machine has) and talk
- * over real UDP, exactly as two hosts would.
+ * through the device's link as two hosts would: shared memory between processes of
+ * one host (UDP with SWVERBS_SHM=0), the same packets and checks either way.
  *
  *   initiator                                   target
  *   ---------                                   ------
