@@ -1,13 +1,9 @@
 # Helpers for the rdma_cm compat tests (sourced after lib.sh). A listener of swverbs'
 # librdmacm on rdma_cm port P binds UDP port P on its address (docs/wire.md).
 
-# free_cm_port: a port no TCP or UDP socket uses.
+# free_cm_port: a port for a CM listener (UDP) and its program's own TCP use.
 free_cm_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 20000))
-		ss -lntu 2>/dev/null | grep -q ":$p " || { echo $p; return; }
-	done
+	unused_port
 }
 
 # wait_cm_port PORT [SECONDS] [NETNS]: wait until a CM listener has bound UDP PORT.

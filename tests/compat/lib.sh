@@ -19,13 +19,26 @@ need() {
 	exit 77
 }
 
-# free_port: a TCP port nobody listens on, for the clients' out-of-band exchange.
-free_port() {
-	local p
+# unused_port: a port no TCP or UDP socket of any state uses, below the kernel's
+# ephemeral range: the kernel hands ports of that range to outgoing connections at any
+# moment, and a server given one lost it to a connection of another program ("Couldn't
+# listen to port 37644" under ASan in make test).
+unused_port() {
+	local lo hi p
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768 hi=60999
 	while :; do
-		p=$((20000 + RANDOM % 20000))
-		ss -ltn 2>/dev/null | grep -q ":$p " || { echo $p; return; }
+		if [ "$lo" -gt 21000 ]; then
+			p=$((20000 + RANDOM % (lo - 20000)))
+		else
+			p=$((hi + 1 + RANDOM % (65535 - hi)))
+		fi
+		ss -Htanu 2>/dev/null | grep -Eq ":$p( |$)" || { echo $p; return; }
 	done
+}
+
+# free_port: a TCP port for the clients' out-of-band exchange.
+free_port() {
+	unused_port
 }
 
 # wait_port PORT [SECONDS]: wait until something listens on TCP PORT (a server's
