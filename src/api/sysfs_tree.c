@@ -44,6 +44,7 @@
 #include "core/device.h"
 #include "net/addr.h"
 #include "util/compiler.h"
+#include "util/user_dir.h"
 
 #ifndef IFF_LOWER_UP
 #define IFF_LOWER_UP 0x10000
@@ -303,29 +304,6 @@ static uint64_t tree_hash(const struct tree *t)
 	return h;
 }
 
-/* Makes dir (mode 0700) if missing; true if it is then a directory of ours, closed to
- * others (so nobody else can plant files in a tree we hand out). */
-static bool own_dir(const char *dir)
-{
-	struct stat st;
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return false;
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & 022);
-}
-
-static bool base_dir(char *out, size_t size)
-{
-	const char *xdg = secure_getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == geteuid() && (size_t)snprintf(out, size, "%s/swverbs", xdg) < size &&
-	    own_dir(out))
-		return true;
-	return (size_t)snprintf(out, size, "/tmp/swverbs-%u", (unsigned)geteuid()) < size &&
-	       own_dir(out);
-}
-
 static bool write_file(const char *path, const char *data)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
@@ -392,7 +370,8 @@ static void root_init(void)
 	char base[PATH_MAX - 32];
 	struct tree t = {0};
 
-	if (swv_devices_get(&devs, &n) || !base_dir(base, sizeof(base)))
+	/* group and others may read the tree, never plant files in it */
+	if (swv_devices_get(&devs, &n) || !swv_user_dir(base, sizeof(base), 022))
 		return;
 	building = true;
 	build(&t, devs, n);

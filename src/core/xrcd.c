@@ -22,6 +22,7 @@
 #include "core/qp.h"
 #include "core/srq.h"
 #include "core/xrcd.h"
+#include "util/user_dir.h"
 
 static pthread_mutex_t swv_xrc_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct swv_list doms = {&doms, &doms};
@@ -37,28 +38,6 @@ uint32_t swv_srq_num_alloc(void)
 	return n;
 }
 
-/* A directory of ours, closed to others (mode 0700), for the registry files. */
-static bool own_dir(const char *dir)
-{
-	struct stat st;
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return false;
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & 077);
-}
-
-static bool registry_dir(char *out, size_t size)
-{
-	const char *xdg = secure_getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == geteuid() && (size_t)snprintf(out, size, "%s/swverbs", xdg) < size &&
-	    own_dir(out))
-		return true;
-	return (size_t)snprintf(out, size, "/tmp/swverbs-%u", (unsigned)geteuid()) < size &&
-	       own_dir(out);
-}
-
 /* The registry file of (device, inode), opened, and the registry's guard file, opened
  * and locked LOCK_EX (*guard; close it to release); -1 if there can be no registry (the
  * domain is then known to this process only). The guard serialises the probe-and-take of
@@ -68,7 +47,8 @@ static int registry_open(const char *devname, const struct stat *st, int *guard,
 {
 	char dir[4096 - 128];
 	*guard = -1;
-	if (!registry_dir(dir, sizeof(dir)))
+	/* closed to others entirely: the registry names the domains of this user */
+	if (!swv_user_dir(dir, sizeof(dir), 077))
 		return -1;
 	snprintf(path, 4096, "%s/xrcd.lock", dir);
 	*guard = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
