@@ -6,15 +6,9 @@ free_cm_port() {
 	unused_port
 }
 
-# wait_cm_port PORT [SECONDS] [NETNS]: wait until a CM listener has bound UDP PORT.
+# wait_cm_port PORT [SECONDS [NETNS]]: wait until a CM listener has bound UDP PORT.
 wait_cm_port() {
-	local i pre=()
-	[ -n "${3:-}" ] && pre=(ip netns exec "$3")
-	for ((i = 0; i < ${2:-30} * 10; i++)); do
-		"${pre[@]}" ss -lun 2>/dev/null | grep -q ":$1 " && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_listener -lun "$@"
 }
 
 # cm_pair_once NAME TIMEOUT PORT SERVER_CMD... -- CLIENT_CMD...: one run, the client

@@ -41,16 +41,24 @@ free_port() {
 	unused_port
 }
 
-# wait_port PORT [SECONDS]: wait until something listens on TCP PORT (a server's
-# out-of-band socket), so a client does not race a server that is still starting on a
-# loaded machine. Returns 1 if nothing listens in time (default 30 s).
-wait_port() {
-	local i
-	for ((i = 0; i < ${2:-30} * 10; i++)); do
-		ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+# wait_listener SS_FLAGS PORT [SECONDS [NETNS]]: wait until `ss SS_FLAGS` (in network
+# namespace NETNS if given) lists a socket on PORT. Returns 1 if none shows in time
+# (default 30 s).
+wait_listener() {
+	local flags=$1 port=$2 i in=()
+	[ -n "${4:-}" ] && in=(ip netns exec "$4")
+	for ((i = 0; i < ${3:-30} * 10; i++)); do
+		"${in[@]}" ss "$flags" 2>/dev/null | grep -q ":$port " && return 0
 		sleep 0.1
 	done
 	return 1
+}
+
+# wait_port PORT [SECONDS [NETNS]]: wait until something listens on TCP PORT (a server's
+# out-of-band socket), so a client does not race a server that is still starting on a
+# loaded machine.
+wait_port() {
+	wait_listener -ltn "$@"
 }
 
 fail() {
@@ -121,12 +129,10 @@ pair_once() {
 	cli=("$@")
 	timeout "$to" "$SWVERBS_RUN" "${srv[@]}" >"$TMP/$name.server" 2>&1 &
 	local spid=$!
-	# PAIR_PORT=N pair ...: start the client once the server listens on N.
-	if [ -n "${PAIR_PORT:-}" ]; then
-		wait_port "$PAIR_PORT" 30 || true
-	else
-		sleep 0.3
-	fi
+	# PAIR_PORT=N pair ...: start the client once the server listens on N (never after a
+	# fixed sleep: a server starting on a loaded machine can take longer than any).
+	[ -n "${PAIR_PORT:-}" ] || fail "$name: pair needs PAIR_PORT, the server's port"
+	wait_port "$PAIR_PORT" 30 || true
 	local crc=0 src=0
 	timeout "$to" "$SWVERBS_RUN" "${cli[@]}" >"$TMP/$name.client" 2>&1 || crc=$?
 	wait $spid || src=$?

@@ -5,7 +5,7 @@
 need ibv_rc_pingpong ibverbs-utils
 for opts in "" "-g 0" "-s 65536 -n 200 -m 4096" "-e -n 200"; do
 	p=$(free_port)
-	pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
+	PAIR_PORT=$p pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
 	grep -q "bytes in" "$TMP/rc_pingpong $opts.client" || fail "no throughput line ($opts)"
 done
 # -N posts through the ibv_wr_* API (create_qp_ex with send ops, ibv_qp_to_qp_ex);
@@ -14,7 +14,7 @@ done
 # error, a race of its own on any device; docs/compat.md.)
 for opts in "-N -n 200" "-N -e -n 200" "-t -n 200" "-N -t -n 200"; do
 	p=$(free_port)
-	pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
+	PAIR_PORT=$p pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
 	grep -q "bytes in" "$TMP/rc_pingpong $opts.client" || fail "no throughput line ($opts)"
 	case "$opts" in
 	*-t*)
@@ -29,6 +29,6 @@ done
 # whole-address-space MR, -P prefetches it with ibv_advise_mr (FLUSH) first.
 for opts in "-o -n 200" "-o -P -n 200" "-o -O -P -n 200"; do
 	p=$(free_port)
-	pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
+	PAIR_PORT=$p pair "rc_pingpong $opts" 60 ibv_rc_pingpong -p "$p" $opts -- ibv_rc_pingpong -p "$p" $opts localhost
 	grep -q "bytes in" "$TMP/rc_pingpong $opts.client" || fail "no throughput line ($opts)"
 done
