@@ -61,6 +61,25 @@ wait_port() {
 	wait_listener -ltn "$@"
 }
 
+# two_hosts TAG NET: two "hosts", network namespaces $A and $B joined by a veth pair,
+# NET.1/24 in A and NET.2/24 in B, removed at exit. Skips (77, said loudly) where
+# namespaces cannot be created (needs root / CAP_SYS_ADMIN).
+two_hosts() {
+	A=${1}a$$ B=${1}b$$
+	if ! ip netns add $A 2>/dev/null; then
+		echo "*** SKIPPED: cannot create network namespaces here (needs root / CAP_SYS_ADMIN) ***"
+		exit 77
+	fi
+	trap 'kill $(jobs -p) 2>/dev/null; ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; rm -rf "$TMP"' EXIT
+	ip netns add $B || fail "netns $B"
+	ip link add v$A type veth peer name v$B || fail "veth"
+	ip link set v$A netns $A && ip link set v$B netns $B || fail "veth move"
+	ip -n $A addr add $2.1/24 dev v$A && ip -n $B addr add $2.2/24 dev v$B || fail "addr"
+	local ns
+	for ns in $A $B; do ip -n $ns link set lo up; done
+	ip -n $A link set v$A up && ip -n $B link set v$B up || fail "link up"
+}
+
 fail() {
 	echo "FAIL: $*" >&2
 	exit 1

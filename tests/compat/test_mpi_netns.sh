@@ -11,19 +11,7 @@ need mpicc.openmpi libopenmpi-dev
 need mpirun.openmpi openmpi-bin
 need mpicc.mpich libmpich-dev
 need mpiexec.mpich mpich
-A=swma$$ B=swmb$$
-cleanup_ns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
-if ! ip netns add $A 2>/dev/null; then
-	echo "*** SKIPPED: cannot create network namespaces here (needs root / CAP_SYS_ADMIN) ***"
-	exit 77
-fi
-trap 'kill $(jobs -p) 2>/dev/null; cleanup_ns; rm -rf "$TMP"' EXIT
-ip netns add $B || fail "netns $B"
-ip link add v$A type veth peer name v$B || fail "veth"
-ip link set v$A netns $A && ip link set v$B netns $B || fail "veth move"
-ip -n $A addr add 10.79.0.1/24 dev v$A && ip -n $B addr add 10.79.0.2/24 dev v$B || fail "addr"
-for ns in $A $B; do ip -n $ns link set lo up; done
-ip -n $A link set v$A up && ip -n $B link set v$B up || fail "link up"
+two_hosts swm 10.79.0
 
 export XDG_RUNTIME_DIR="$TMP/xdg"
 mkdir -m 700 "$XDG_RUNTIME_DIR"

@@ -5,19 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong ibverbs-utils
 need ib_write_bw perftest
-A=swva$$ B=swvb$$
-cleanup_ns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
-if ! ip netns add $A 2>/dev/null; then
-	echo "*** SKIPPED: cannot create network namespaces here (needs root / CAP_SYS_ADMIN) ***"
-	exit 77
-fi
-trap 'kill $(jobs -p) 2>/dev/null; cleanup_ns; rm -rf "$TMP"' EXIT
-ip netns add $B || fail "netns $B"
-ip link add v$A type veth peer name v$B || fail "veth"
-ip link set v$A netns $A && ip link set v$B netns $B || fail "veth move"
-ip -n $A addr add 10.78.0.1/24 dev v$A && ip -n $B addr add 10.78.0.2/24 dev v$B || fail "addr"
-for ns in $A $B; do ip -n $ns link set lo up; done
-ip -n $A link set v$A up && ip -n $B link set v$B up || fail "link up"
+two_hosts swv 10.78.0
 
 # in NS CMD...: run CMD in namespace NS with that host's swverbs device.
 inA() { SWVERBS_DEVICES="swv0=10.78.0.1/24" ip netns exec $A "$@"; }
