@@ -25,71 +25,18 @@
 
 #include "check.h"
 #include "harness.h"
+#include "udep.h"
 
 #define NRECV 3
 #define NMSG  8
+#define NSLOT 64
 #define SLOT  4096
 #define QKEY  0x1234567u
 #define TMO   10000
 
-struct ep {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	uint8_t *buf;
-	struct ibv_mr *mr;
-};
-
 static union ibv_gid mgid;
 static bool roce; /* RoCE-style device: the GRH area holds an IPv4 header */
 static const uint16_t mlid = 0xc001;
-
-static void ep_open(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd)
-{
-	memset(e, 0, sizeof(*e));
-	e->ctx = ctx;
-	e->pd = pd;
-	e->cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
-	CHECK_PTR(e->cq);
-	struct ibv_qp_init_attr ia = {
-	    .send_cq = e->cq,
-	    .recv_cq = e->cq,
-	    .qp_type = IBV_QPT_UD,
-	    .cap = {.max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1}};
-	e->qp = ibv_create_qp(pd, &ia);
-	CHECK_PTR(e->qp);
-	e->buf = calloc(64, SLOT);
-	CHECK_PTR(e->buf);
-	e->mr = ibv_reg_mr(pd, e->buf, 64 * SLOT, IBV_ACCESS_LOCAL_WRITE);
-	CHECK_PTR(e->mr);
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY};
-	CHECK_OK(
-	    ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
-	a.qp_state = IBV_QPS_RTR;
-	CHECK_OK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	CHECK_OK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
-}
-
-static void ep_close(struct ep *e)
-{
-	CHECK_OK(ibv_destroy_qp(e->qp));
-	CHECK_OK(ibv_dereg_mr(e->mr));
-	CHECK_OK(ibv_destroy_cq(e->cq));
-	free(e->buf);
-}
-
-static void post_recvs(struct ep *e, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		memset(e->buf + (size_t)i * SLOT, 0xee, SLOT);
-		struct ibv_sge sge = {(uintptr_t)(e->buf + (size_t)i * SLOT), SLOT, e->mr->lkey};
-		struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-		CHECK_OK(ibv_post_recv(e->qp, &wr, &bad));
-	}
-}
 
 static uint32_t msg_len(unsigned round, unsigned i)
 {
@@ -97,8 +44,8 @@ static uint32_t msg_len(unsigned round, unsigned i)
 }
 
 /* n datagrams of round 'round', in order, each checked byte by byte. */
-static void expect_round(struct ep *e, unsigned round, unsigned n, const uint8_t sender_gid[16],
-			 uint32_t sender_qpn)
+static void expect_round(struct swvt_udep *e, unsigned round, unsigned n,
+			 const uint8_t sender_gid[16], uint32_t sender_qpn)
 {
 	struct ibv_wc wc[NMSG];
 	CHECK(n <= NMSG);
@@ -132,7 +79,7 @@ static void expect_round(struct ep *e, unsigned round, unsigned n, const uint8_t
 	}
 }
 
-static void send_round(struct ep *e, struct ibv_ah *ah, unsigned round)
+static void send_round(struct swvt_udep *e, struct ibv_ah *ah, unsigned round)
 {
 	struct ibv_wc wc[NMSG];
 	for (unsigned i = 0; i < NMSG; i++) {
@@ -187,16 +134,17 @@ static void receiver(int idx, int up, int down)
 	ibv_free_device_list(l);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
-	struct ep e, idle;
-	ep_open(&e, ctx, pd);
-	ep_open(&idle, ctx, pd); /* same process, not attached: never receives */
-	post_recvs(&idle, 4);
+	struct swvt_udep e, idle;
+	swvt_udep_open(&e, ctx, pd, NSLOT, SLOT, QKEY);
+	swvt_udep_open(&idle, ctx, pd, NSLOT, SLOT,
+		       QKEY); /* same process, not attached: never receives */
+	swvt_udep_post_recvs(&idle, 4);
 
 	struct hello h;
 	CHECK_EQ(read(down, &h, sizeof(h)), (ssize_t)sizeof(h));
 
 	/* round 1 */
-	post_recvs(&e, NMSG);
+	swvt_udep_post_recvs(&e, NMSG);
 	CHECK_OK(ibv_attach_mcast(e.qp, &mgid, mlid));
 	CHECK_OK(ibv_attach_mcast(e.qp, &mgid, mlid)); /* twice: still one membership */
 	put(up, 'r');
@@ -205,7 +153,7 @@ static void receiver(int idx, int up, int down)
 
 	/* round 2: receiver 2 leaves */
 	CHECK_EQ(get(down), 'g');
-	post_recvs(&e, NMSG);
+	swvt_udep_post_recvs(&e, NMSG);
 	if (idx == 2) {
 		CHECK_EQ(ibv_destroy_qp(e.qp), EBUSY); /* attached: the kernel refuses */
 		CHECK_OK(ibv_detach_mcast(e.qp, &mgid, mlid));
@@ -226,8 +174,8 @@ static void receiver(int idx, int up, int down)
 	CHECK_EQ(get(down), 'q');
 	if (idx != 2)
 		CHECK_OK(ibv_detach_mcast(e.qp, &mgid, mlid));
-	ep_close(&idle);
-	ep_close(&e);
+	swvt_udep_close(&idle);
+	swvt_udep_close(&e);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
 	exit(0);
@@ -268,10 +216,10 @@ static int scenario(void)
 	CHECK(da.max_mcast_grp > 0 && da.max_mcast_qp_attach >= 2);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
-	struct ep s, s2;
-	ep_open(&s, ctx, pd);
-	ep_open(&s2, ctx, pd); /* the sender's process has a member too */
-	post_recvs(&s, NMSG);
+	struct swvt_udep s, s2;
+	swvt_udep_open(&s, ctx, pd, NSLOT, SLOT, QKEY);
+	swvt_udep_open(&s2, ctx, pd, NSLOT, SLOT, QKEY); /* the sender's process has a member too */
+	swvt_udep_post_recvs(&s, NMSG);
 
 	struct hello h = {.qpn = s.qp->qp_num};
 	union ibv_gid g;
@@ -287,7 +235,7 @@ static int scenario(void)
 	CHECK_PTR(ah);
 
 	/* round 1: three receiver processes and s2 */
-	post_recvs(&s2, NMSG);
+	swvt_udep_post_recvs(&s2, NMSG);
 	CHECK_OK(ibv_attach_mcast(s2.qp, &mgid, mlid));
 	for (int r = 0; r < NRECV; r++)
 		CHECK_EQ(get(up[r][0]), 'r');
@@ -300,7 +248,7 @@ static int scenario(void)
 	/* round 2: receiver 2 has left */
 	for (int r = 0; r < NRECV; r++)
 		put(down[r][1], 'g');
-	post_recvs(&s2, NMSG);
+	swvt_udep_post_recvs(&s2, NMSG);
 	for (int r = 0; r < NRECV; r++)
 		CHECK_EQ(get(up[r][0]), 'r');
 	send_round(&s, ah, 2);
@@ -314,7 +262,7 @@ static int scenario(void)
 
 	/* round 3: the sender's QP attached receives its own datagrams */
 	CHECK_OK(ibv_attach_mcast(s.qp, &mgid, mlid));
-	post_recvs(&s2, NMSG);
+	swvt_udep_post_recvs(&s2, NMSG);
 	struct ibv_wc wc[2 * NMSG];
 	for (unsigned i = 0; i < NMSG; i++) {
 		uint32_t len = msg_len(3, i);
@@ -369,8 +317,8 @@ static int scenario(void)
 	CHECK_OK(ibv_detach_mcast(s.qp, &mgid, mlid));
 	CHECK_OK(ibv_detach_mcast(s2.qp, &mgid, mlid));
 	CHECK_OK(ibv_destroy_ah(ah));
-	ep_close(&s2);
-	ep_close(&s);
+	swvt_udep_close(&s2);
+	swvt_udep_close(&s);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
 	return bad;

@@ -22,64 +22,16 @@
 
 #include "check.h"
 #include "harness.h"
+#include "udep.h"
 
 #define NMSG 6 /* per MGID */
+#define NSLOT 32
 #define SLOT 4096
 #define QKEY 0x2345671u
 #define TMO  10000
 
-struct ep {
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	uint8_t *buf;
-	struct ibv_mr *mr;
-};
-
 static union ibv_gid mgid[2];
 static const uint16_t mlid = 0xc002;
-
-static void ep_open(struct ep *e, struct ibv_context *ctx, struct ibv_pd *pd)
-{
-	e->cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-	CHECK_PTR(e->cq);
-	struct ibv_qp_init_attr ia = {
-	    .send_cq = e->cq,
-	    .recv_cq = e->cq,
-	    .qp_type = IBV_QPT_UD,
-	    .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
-	e->qp = ibv_create_qp(pd, &ia);
-	CHECK_PTR(e->qp);
-	e->buf = calloc(32, SLOT);
-	CHECK_PTR(e->buf);
-	e->mr = ibv_reg_mr(pd, e->buf, 32 * SLOT, IBV_ACCESS_LOCAL_WRITE);
-	CHECK_PTR(e->mr);
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY};
-	CHECK_OK(
-	    ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
-	a.qp_state = IBV_QPS_RTR;
-	CHECK_OK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	CHECK_OK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
-}
-
-static void ep_close(struct ep *e)
-{
-	CHECK_OK(ibv_destroy_qp(e->qp));
-	CHECK_OK(ibv_dereg_mr(e->mr));
-	CHECK_OK(ibv_destroy_cq(e->cq));
-	free(e->buf);
-}
-
-static void post_recvs(struct ep *e, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		memset(e->buf + (size_t)i * SLOT, 0xee, SLOT);
-		struct ibv_sge sge = {(uintptr_t)(e->buf + (size_t)i * SLOT), SLOT, e->mr->lkey};
-		struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-		CHECK_OK(ibv_post_recv(e->qp, &wr, &bad));
-	}
-}
 
 /* Message i goes to MGID i % 2; its length and contents say which message it is. */
 static uint32_t msg_len(unsigned i)
@@ -89,7 +41,7 @@ static uint32_t msg_len(unsigned i)
 
 /* The n messages numbered first, first + step, ... received (in that order unless
  * any_order), each byte checked, each with the MGID it was sent to as the GRH DGID. */
-static void expect(struct ep *e, unsigned first, unsigned step, unsigned n, uint32_t src_qpn,
+static void expect(struct swvt_udep *e, unsigned first, unsigned step, unsigned n, uint32_t src_qpn,
 		   bool any_order)
 {
 	struct ibv_wc wc[2 * NMSG];
@@ -150,13 +102,13 @@ static void receiver(int up, int down)
 	struct ibv_context *ctx = open_first();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
-	struct ep a, b, c;
-	ep_open(&a, ctx, pd);
-	ep_open(&b, ctx, pd);
-	ep_open(&c, ctx, pd);
-	post_recvs(&a, NMSG);
-	post_recvs(&b, NMSG);
-	post_recvs(&c, 2 * NMSG);
+	struct swvt_udep a, b, c;
+	swvt_udep_open(&a, ctx, pd, NSLOT, SLOT, QKEY);
+	swvt_udep_open(&b, ctx, pd, NSLOT, SLOT, QKEY);
+	swvt_udep_open(&c, ctx, pd, NSLOT, SLOT, QKEY);
+	swvt_udep_post_recvs(&a, NMSG);
+	swvt_udep_post_recvs(&b, NMSG);
+	swvt_udep_post_recvs(&c, 2 * NMSG);
 	CHECK_OK(ibv_attach_mcast(a.qp, &mgid[0], mlid));
 	CHECK_OK(ibv_attach_mcast(b.qp, &mgid[1], mlid));
 	CHECK_OK(ibv_attach_mcast(c.qp, &mgid[0], mlid));
@@ -174,7 +126,7 @@ static void receiver(int up, int down)
 		CHECK_OK(ibv_detach_mcast(i ? c.qp : a.qp, &mgid[0], mlid));
 	CHECK_OK(ibv_detach_mcast(b.qp, &mgid[1], mlid));
 	CHECK_OK(ibv_detach_mcast(c.qp, &mgid[1], mlid));
-	post_recvs(&a, 1);
+	swvt_udep_post_recvs(&a, 1);
 	struct hello back = {.uc_qpn = a.qp->qp_num};
 	CHECK_EQ(write(up, &back, sizeof(back)), (ssize_t)sizeof(back));
 	struct ibv_wc wc;
@@ -186,9 +138,9 @@ static void receiver(int up, int down)
 	put(up, 'd');
 	CHECK_EQ(get(down), 'q');
 
-	ep_close(&a);
-	ep_close(&b);
-	ep_close(&c);
+	swvt_udep_close(&a);
+	swvt_udep_close(&b);
+	swvt_udep_close(&c);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
 	exit(0);
@@ -243,8 +195,8 @@ int main(void)
 	struct ibv_context *ctx = open_first();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK_PTR(pd);
-	struct ep s;
-	ep_open(&s, ctx, pd);
+	struct swvt_udep s;
+	swvt_udep_open(&s, ctx, pd, NSLOT, SLOT, QKEY);
 	struct hello h = {.qpn = s.qp->qp_num};
 	CHECK_EQ(write(down[1], &h, sizeof(h)), (ssize_t)sizeof(h));
 	CHECK_EQ(get(up[0]), 'r');
@@ -281,7 +233,7 @@ int main(void)
 	CHECK_OK(ibv_destroy_ah(uah));
 	for (int m = 0; m < 2; m++)
 		CHECK_OK(ibv_destroy_ah(ah[m]));
-	ep_close(&s);
+	swvt_udep_close(&s);
 	CHECK_OK(ibv_dealloc_pd(pd));
 	CHECK_OK(ibv_close_device(ctx));
 	printf("two MGIDs on one IP group: each QP receives only its own MGID's datagrams: ok\n");
