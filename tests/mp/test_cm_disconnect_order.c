@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child.h"
 
 #define LEN	  512
 #define WR_SEND	  1
@@ -205,23 +206,12 @@ static int client(uint16_t port, int posted)
 
 int main(void)
 {
-	int up[2], sig[2];
-	CHECK(pipe(up) == 0 && pipe(sig) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(up[0]);
-		close(sig[1]);
-		exit(server(up[1], sig[0]));
-	}
-	close(up[1]);
-	close(sig[0]);
+	struct swvt_child srv;
+	swvt_child_start(&srv, server);
 	uint16_t port;
-	CHECK(read(up[0], &port, sizeof(port)) == sizeof(port));
-	int rc = client(port, sig[1]);
-	int st;
-	CHECK(waitpid(pid, &st, 0) == pid);
-	CHECK(rc == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(read(srv.up, &port, sizeof(port)) == sizeof(port));
+	CHECK(client(port, srv.down) == 0);
+	swvt_child_wait(&srv);
 	printf("ok: the held ACK and SEND were completed and polled before DISCONNECTED\n");
 	return 0;
 }

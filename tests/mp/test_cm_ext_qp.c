@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child.h"
 
 #define LEN	   1024
 #define MSGS	   10
@@ -199,19 +200,10 @@ static int server(int ready, int go)
 
 int main(void)
 {
-	int up[2], down[2];
-	CHECK(pipe(up) == 0 && pipe(down) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(up[0]);
-		close(down[1]);
-		exit(server(up[1], down[0]));
-	}
-	close(up[1]);
-	close(down[0]);
+	struct swvt_child srv;
+	swvt_child_start(&srv, server);
 	uint16_t port;
-	CHECK(read(up[0], &port, sizeof(port)) == sizeof(port));
+	CHECK(read(srv.up, &port, sizeof(port)) == sizeof(port));
 
 	static struct side s;
 	s.ch = rdma_create_event_channel();
@@ -233,7 +225,7 @@ int main(void)
 	CHECK(rdma_establish(s.id) == 0);
 
 	char c;
-	CHECK(read(up[0], &c, 1) == 1); /* the server's first receive is posted */
+	CHECK(read(srv.up, &c, 1) == 1); /* the server's first receive is posted */
 	/* Each receive is posted before the SEND it answers (pyverbs posts it after its
 	 * SEND completed, which leaves the reply to RNR retries: timing-dependent). */
 	for (int i = 0; i < MSGS; i++) {
@@ -243,13 +235,12 @@ int main(void)
 		wait_wc(&s, 1);
 		check_buf(&s, 2 * i + 1);
 	}
-	CHECK(write(down[1], &c, 1) == 1);
+	CHECK(write(srv.down, &c, 1) == 1);
 	e = expect(&s, RDMA_CM_EVENT_DISCONNECTED);
 	CHECK(rdma_ack_cm_event(e) == 0);
 	teardown(&s, s.id);
 	rdma_destroy_event_channel(s.ch);
-	int st;
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	swvt_child_wait(&srv);
 	printf("ok: external QPs moved with rdma_init_qp_attr (passive before accept), "
 	       "%d messages each way verified\n",
 	       MSGS);

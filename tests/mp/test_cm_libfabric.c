@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child.h"
 
 static struct sockaddr_in sin4(uint16_t port)
 {
@@ -81,7 +82,7 @@ static struct ibv_qp_init_attr qp_attr(void)
 	return a;
 }
 
-static int server(int ready)
+static int server(int ready, int unused)
 {
 	alarm(120); /* not inherited: a client that failed leaves no server waiting */
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -114,17 +115,10 @@ int main(void)
 	alarm(120);
 	getaddrinfo_from_hints();
 
-	int p[2];
-	CHECK(pipe(p) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		exit(server(p[1]));
-	}
-	close(p[1]);
+	struct swvt_child srv;
+	swvt_child_start(&srv, server);
 	uint16_t pn;
-	CHECK(read(p[0], &pn, sizeof(pn)) == sizeof(pn));
+	CHECK(read(srv.up, &pn, sizeof(pn)) == sizeof(pn));
 
 	/* libfabric: fi_getinfo with dest_addr, then fi_endpoint -> rdma_create_ep with
 	 * no PD and no QP attributes, then fi_ep_bind(eq) -> rdma_migrate_id. */
@@ -156,8 +150,7 @@ int main(void)
 	CHECK(rdma_destroy_id(id) == 0); /* hung here: the migrated id's old event */
 	rdma_destroy_event_channel(ch);
 
-	int st;
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	swvt_child_wait(&srv);
 	puts("test_cm_libfabric: OK");
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child.h"
 
 #define LEN 4096
 
@@ -40,7 +41,7 @@ static void fill(uint8_t *b, int seed)
 		b[i] = (uint8_t)(i * 7 + seed);
 }
 
-static int server(int ready)
+static int server(int ready, int unused)
 {
 	struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP}, *res;
 	/* Port 0: the listener gets a free one and tells the client. */
@@ -85,17 +86,10 @@ static int server(int ready)
 
 int main(void)
 {
-	int p[2];
-	CHECK(pipe(p) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		exit(server(p[1]));
-	}
-	close(p[1]);
+	struct swvt_child srv;
+	swvt_child_start(&srv, server);
 	uint16_t pn;
-	CHECK(read(p[0], &pn, sizeof(pn)) == sizeof(pn));
+	CHECK(read(srv.up, &pn, sizeof(pn)) == sizeof(pn));
 	char port[16];
 	snprintf(port, sizeof(port), "%u", pn);
 	struct rdma_addrinfo hints = {.ai_port_space = RDMA_PS_TCP}, *res;
@@ -135,8 +129,7 @@ int main(void)
 	CHECK(rdma_disconnect(id) == 0);
 	CHECK(rdma_dereg_mr(m2) == 0 && rdma_dereg_mr(smr) == 0 && rdma_dereg_mr(omr) == 0);
 	rdma_destroy_ep(id);
-	int st;
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	swvt_child_wait(&srv);
 	printf("ok: synchronous endpoints, accept private data, WRITE + SEND both ways verified\n");
 	return 0;
 }
