@@ -73,21 +73,55 @@ static void set_bufsize(int fd, int force_opt, int opt)
 	(void)setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
 }
 
+/* A fresh non-blocking UDP socket for ep (zeroed) with the large receive buffer; -errno
+ * if none. */
+static int ep_socket(struct swv_endpoint *ep)
+{
+	memset(ep, 0, sizeof(*ep));
+	ep->fd = -1;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	return fd;
+}
+
+/* Setting up fd failed (errno says why): log it, close fd and return the errno. */
+static int ep_fail(int fd, const char *what, struct in_addr addr)
+{
+	int rc = errno;
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+	swv_log(SWV_LOG_ERR, "endpoint: cannot %s %s: %s", what, ip, strerror(rc));
+	close(fd);
+	return rc;
+}
+
+/* The set-up socket fd becomes ep's, bound to addr:port. */
+static int ep_adopt(struct swv_endpoint *ep, int fd, struct in_addr addr, uint16_t port)
+{
+	int rc = pthread_mutex_init(&ep->fault_lock, NULL);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	ep->fd = fd;
+	ep->addr = addr;
+	ep->port = port;
+	ep->is_open = true;
+	return 0;
+}
+
 int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *fault)
 {
-	struct sockaddr_in sa;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = addr};
 	socklen_t salen = sizeof(sa);
-	int fd, rc;
 
 	if (!ep)
 		return EINVAL;
-	memset(ep, 0, sizeof(*ep));
-	ep->fd = -1;
-
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = ep_socket(ep);
 	if (fd < 0)
-		return errno;
-	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+		return -fd;
 	set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF);
 	/* Never set DF: a device MTU above the interface MTU (mtu=4096 over a 1500-byte
 	 * link) then costs IP fragmentation instead of EMSGSIZE. */
@@ -98,76 +132,34 @@ int swv_ep_open(struct swv_endpoint *ep, struct in_addr addr, struct swv_fault *
 	 * which needs no multicast route (docs/wire.md, "UD multicast"). */
 	(void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &addr, sizeof(addr));
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr = addr;
-	sa.sin_port = 0;
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &salen)) {
-		rc = errno;
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &addr, ip, sizeof(ip));
-		swv_log(SWV_LOG_ERR, "endpoint: cannot bind UDP socket to %s: %s", ip,
-			strerror(rc));
-		close(fd);
-		return rc;
-	}
-	rc = pthread_mutex_init(&ep->fault_lock, NULL);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	ep->fd = fd;
-	ep->addr = addr;
-	ep->port = ntohs(sa.sin_port);
+	    getsockname(fd, (struct sockaddr *)&sa, &salen))
+		return ep_fail(fd, "bind UDP socket to", addr);
 	ep->fault = fault;
-	ep->held_head = ep->held_tail = NULL;
-	ep->gro = false;
 	atomic_init(&ep->gso_off, offload_disabled());
-	ep->is_open = true;
-	return 0;
+	return ep_adopt(ep, fd, addr, ntohs(sa.sin_port));
 }
 
 int swv_ep_open_mcast(struct swv_endpoint *ep, struct in_addr ifaddr, struct in_addr group,
 		      uint16_t port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = group};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = group, .sin_port = htons(port)};
 	struct ip_mreq mr = {.imr_multiaddr = group, .imr_interface = ifaddr};
-	int one = 1, zero = 0, fd, rc;
+	int one = 1, zero = 0;
 
 	if (!ep)
 		return EINVAL;
-	memset(ep, 0, sizeof(*ep));
-	ep->fd = -1;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = ep_socket(ep);
 	if (fd < 0)
-		return errno;
-	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
-	sa.sin_port = htons(port);
+		return -fd;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) ||
 	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr))) {
-		rc = errno;
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &group, ip, sizeof(ip));
-		swv_log(SWV_LOG_ERR, "endpoint: cannot join multicast group %s: %s", ip,
-			strerror(rc));
-		close(fd);
-		return rc;
-	}
-	rc = pthread_mutex_init(&ep->fault_lock, NULL);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	ep->fd = fd;
-	ep->addr = group;
-	ep->port = port;
+	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
+		return ep_fail(fd, "join multicast group", group);
 	atomic_init(&ep->gso_off, true);
 	ep->mcast = true;
-	ep->is_open = true;
-	return 0;
+	return ep_adopt(ep, fd, group, port);
 }
 
 void swv_ep_close(struct swv_endpoint *ep)
