@@ -141,7 +141,9 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 		/* room for the one WQE the responder holds (core/srq.h) */
 		qp->srq = to_swv_srq(srq_in);
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(qp->srq->max_sge));
-		rc = qp->srq_rwqe ? 0 : ENOMEM;
+		if (qp->srq->tm)
+			qp->tm_match = calloc(1, sizeof(*qp->tm_match));
+		rc = qp->srq_rwqe && (!qp->srq->tm || qp->tm_match) ? 0 : ENOMEM;
 	} else if (!rc && tgt) {
 		/* any of the domain's SRQs may be named: room for the most SGEs */
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(SWV_SRQ_MAX_SGE));
@@ -219,6 +221,7 @@ fail_free:
 	swv_pd_buf_free(pd, qp->sq.buf, SWV_RES_TYPE_QP_SQ, qp->sq.buf_custom);
 	swv_pd_buf_free(pd, qp->rq.buf, SWV_RES_TYPE_QP_RQ, qp->rq.buf_custom);
 	free(qp->srq_rwqe);
+	free(qp->tm_match);
 	free(qp);
 fail:
 	*err = rc;
@@ -327,6 +330,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 	else if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
 	free(qp->srq_rwqe);
+	free(qp->tm_match);
 	swv_resp_release(qp);
 
 	pthread_cond_destroy(&qp->qpx.qp_base.cond);

@@ -30,6 +30,7 @@ struct swv_pd;
 struct swv_mw;
 struct swv_cq;
 struct swv_srq;
+struct swv_tm_match;
 struct swv_wr_batch;
 struct swv_xrcd;
 
@@ -167,6 +168,8 @@ struct swv_qp {
 	 * for the SRQ's max_sge. Responder state, under lock. */
 	struct swv_recv_wqe *srq_rwqe;
 	bool srq_rwqe_valid;
+	/* Tag-matching SRQ QPs: how srq_rwqe was chosen (core/srq.h), under lock. */
+	struct swv_tm_match *tm_match;
 
 	struct swv_req_state req;   /* requester + completer */
 	struct swv_resp_state resp; /* responder */
