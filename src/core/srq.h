@@ -136,9 +136,6 @@ struct swv_tm_match {
 
 bool swv_srq_tm_take(struct swv_srq *srq, const uint8_t *payload, uint32_t paylen,
 		     struct swv_recv_wqe *out, struct swv_tm_match *m);
-/* The data of a matched rendezvous is in place (or failed): its buffer's handle may
- * be reused. */
-void swv_srq_tm_release(struct swv_srq *srq, uint32_t handle);
 /* verbs_context.post_srq_ops. */
 int swv_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr, struct ibv_ops_wr **bad);
 /* create_srq_ex for IBV_SRQT_TM (srq.c checked the common attributes): NULL + errno. */

@@ -39,7 +39,7 @@
 #include "core/srq.h"
 #include "util/list.h"
 
-enum tag_state { TAG_FREE, TAG_ACTIVE, TAG_CONSUMED, TAG_RNDV };
+enum tag_state { TAG_FREE, TAG_ACTIVE, TAG_CONSUMED };
 
 struct tm_tag {
 	struct swv_list entry; /* in tm->list while ACTIVE, in posting order */
@@ -227,10 +227,10 @@ static int tag_del(struct swv_srq *srq, struct ibv_ops_wr *wr)
 		sync_report(tm, wr->tm.unexpected_cnt);
 	struct tm_tag *t = &tm->tags[h];
 	if (t->state != TAG_ACTIVE) {
-		/* A message took it first. The slot of a finished one is free now: the
-		 * application has learnt its fate; a rendezvous in flight keeps it. */
-		if (t->state == TAG_CONSUMED)
-			fifo_push(tm, h);
+		/* A message took it first; the application has now learnt its fate, so the
+		 * slot is free (a rendezvous still in flight has its own copy of the
+		 * buffer's SGEs in its READ). */
+		fifo_push(tm, h);
 		op_complete(srq, wr, IBV_WC_TM_DEL, IBV_WC_TM_ERR);
 		return 0;
 	}
@@ -324,7 +324,7 @@ bool swv_srq_tm_take(struct swv_srq *srq, const uint8_t *payload, uint32_t payle
 			uint32_t h = (uint32_t)(t - tm->tags);
 			memcpy(out, tag_wqe(tm, h), tm->wqe_size);
 			swv_list_del(&t->entry);
-			t->state = op == IBV_TMH_EAGER ? TAG_CONSUMED : TAG_RNDV;
+			t->state = TAG_CONSUMED;
 			t->stamp = ++tm->stamp;
 			m->kind = op == IBV_TMH_EAGER ? SWV_TM_EAGER : SWV_TM_RNDV;
 			m->handle = h;
@@ -350,15 +350,4 @@ bool swv_srq_tm_take(struct swv_srq *srq, const uint8_t *payload, uint32_t payle
 		tm->unexp_hw++; /* counted only once delivered: an RNR retry matches again */
 	pthread_mutex_unlock(&srq->lock);
 	return ok;
-}
-
-void swv_srq_tm_release(struct swv_srq *srq, uint32_t handle)
-{
-	pthread_mutex_lock(&srq->lock);
-	struct tm_tag *t = &srq->tm->tags[handle];
-	if (t->state == TAG_RNDV) {
-		t->state = TAG_CONSUMED;
-		t->stamp = ++srq->tm->stamp;
-	}
-	pthread_mutex_unlock(&srq->lock);
 }

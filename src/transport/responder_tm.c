@@ -16,13 +16,16 @@
  *               IBV_WC_TM_RNDV_INCOMPLETE with the TMH and RVH placed in the buffer.
  * Every receive counts once on the RECV counter, when its data is in place.
  */
+#include <infiniband/tm_types.h>
 #include <string.h>
 
+#include "core/context.h"
 #include "core/cq.h"
 #include "core/mr.h"
 #include "core/qp.h"
 #include "core/srq.h"
 #include "transport/responder_int.h"
+#include "transport/tm.h"
 
 void swv_resp_tm_payload(struct swv_qp *qp, uint32_t cls, const uint8_t **payload, uint32_t *paylen)
 {
@@ -50,7 +53,41 @@ static void rndv_incomplete(struct swv_qp *qp, struct swv_completion *c)
 		c->wc.status = IBV_WC_LOC_LEN_ERR;
 	c->wc.byte_len = n;
 	c->bytes = n;
-	swv_srq_tm_release(qp->srq, m->handle);
+}
+
+/* A matched rendezvous request: the MATCH completion, then the READ of the sender's
+ * buffer into the tagged one, over this QP, behind what the application posted. False
+ * when the device cannot (the buffer is too small, the QP cannot send, its device
+ * slots are all in use): software gets the request. */
+static bool rndv_start(struct swv_qp *qp, struct swv_completion *c)
+{
+	const struct swv_tm_match *m = qp->tm_match;
+	const struct swv_recv_wqe *w = qp->resp.rwqe;
+
+	if (m->rndv_len > w->length || qp->state != IBV_QPS_RTS ||
+	    qp->tm_sq_held >= SWV_TM_SQ_EXTRA)
+		return false;
+	struct swv_completion mc = *c;
+	mc.slot = SWV_CNTR_NSLOTS; /* the receive counts once, with its data */
+	mc.wc.wc_flags |= IBV_WC_TM_MATCH;
+	mc.wc.byte_len = 0;
+	mc.bytes = 0;
+	if (swv_complete(qp, &mc) == ENOSPC) {
+		swv_qp_cq_overflow(qp, mc.cq);
+		return true;
+	}
+	struct swv_send_wqe *s = swv_tm_wqe_new(qp, SWV_TM_WQE_READ, m->handle);
+	s->wr_id = w->wr_id;
+	s->opcode = IBV_WR_RDMA_READ;
+	s->remote_addr = m->rndv_va;
+	s->rkey = m->rndv_rkey;
+	s->length = m->rndv_len;
+	s->num_sge = w->num_sge;
+	memcpy(s->sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
+	memcpy(s->sge + w->num_sge, m->hdr, sizeof(m->hdr)); /* for the FIN */
+	swv_tm_wqe_post(qp);
+	qp->tm_kick = true; /* sent once the request is handled (core/qp.c) */
+	return true;
 }
 
 bool swv_resp_tm_complete(struct swv_qp *qp, struct swv_completion *c)
@@ -74,6 +111,8 @@ bool swv_resp_tm_complete(struct swv_qp *qp, struct swv_completion *c)
 	case SWV_TM_RNDV:
 		c->wc.opcode = IBV_WC_TM_RECV;
 		c->tm = m->info;
+		if (rndv_start(qp, c))
+			return true;
 		rndv_incomplete(qp, c);
 		return false;
 	}
