@@ -14,8 +14,9 @@
  * Locking: srq->lock protects wq (ring and indices), limit and max_wr. It is taken by
  * posting threads (ibv_post_srq_recv), by the progress thread inside qp->lock
  * (swv_srq_take), and by modify/query. Order: qp->lock -> srq->lock -> the context's
- * async-event lock (the limit event is raised with srq->lock held). Nothing else is
- * taken under srq->lock. users is atomic (QP create/destroy).
+ * async-event lock (the limit event is raised with srq->lock held); a TM SRQ's list
+ * operations also write their CQEs under it (-> cq->lock, the channel's lock). Nothing
+ * else is taken under srq->lock. users is atomic (QP create/destroy).
  */
 #ifndef SWV_CORE_SRQ_H
 #define SWV_CORE_SRQ_H
