@@ -49,8 +49,10 @@ static void rndv_incomplete(struct swv_qp *qp, struct swv_completion *c)
 
 	c->wc.status = IBV_WC_TM_RNDV_INCOMPLETE;
 	c->wc.wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
-	if (n > w->length || swv_mr_scatter(qp->ctx, qp->srq->pd, w->sge, w->num_sge, 0, m->hdr, n))
+	if (n > w->length)
 		c->wc.status = IBV_WC_LOC_LEN_ERR;
+	else if (swv_mr_scatter(qp->ctx, qp->srq->pd, w->sge, w->num_sge, 0, m->hdr, n))
+		c->wc.status = IBV_WC_LOC_PROT_ERR; /* a bad lkey, or memory that faulted */
 	c->wc.byte_len = n;
 	c->bytes = n;
 }
