@@ -525,8 +525,8 @@ static void receiver(struct swvt *t, void *arg)
 
 	/* Rendezvous: MATCH, then the data the device READ (20 packets), DATA_VALID;
 	 * the sender checks the FIN. Counted once, with the data. */
+	memset(t->buf + 7 * SLOT, 0, SLOT); /* before the ADD hands the buffer over */
 	add(&r, 0x777, ~0ull, 7 * SLOT, SLOT, true, 0);
-	memset(t->buf + 7 * SLOT, 0, SLOT);
 	send_cmd(&r, IBV_TMH_RNDV, 0x777, RNDV_LEN);
 	struct got g = poll1(&r);
 	CHECK_EQ(g.status, IBV_WC_SUCCESS);
