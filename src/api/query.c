@@ -108,7 +108,13 @@ int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device
 	ex.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
 			  IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 	ex.max_dm_size = SWV_DEV_MAX_DM_SIZE; /* per context (core/dm.h) */
-	/* No TSO, RSS, packet pacing, tag matching, CQ moderation: all left 0. */
+	/* Tag matching on RC (core/srq.h). */
+	ex.tm_caps.max_rndv_hdr_size = SWV_TM_MAX_RNDV_HDR;
+	ex.tm_caps.max_num_tags = SWV_TM_MAX_NUM_TAGS;
+	ex.tm_caps.flags = IBV_TM_CAP_RC;
+	ex.tm_caps.max_ops = SWV_TM_MAX_OPS;
+	ex.tm_caps.max_sge = SWV_TM_MAX_SGE;
+	/* No TSO, RSS, packet pacing, CQ moderation: all left 0. */
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
 	/* The caller's struct may be older (shorter) or newer (longer) than ours. */
 	memset(attr, 0, attr_size);

@@ -3,7 +3,7 @@
  * returns NULL + errno, the others 0 or a positive errno); the work is in
  * src/core/srq.c. ibv_post_srq_recv is inline and reaches ctx->ops.post_srq_recv;
  * ibv_create_srq_ex is inline too and sends basic SRQs on a PD here, anything else
- * to verbs_context.create_srq_ex (core/srq.c: XRC SRQs, tag matching EOPNOTSUPP).
+ * to verbs_context.create_srq_ex (core/srq.c: XRC and tag-matching SRQs).
  * ibv_get_srq_num goes to verbs_context.get_srq_num (core/xrcd.c).
  */
 #include <errno.h>

@@ -18,7 +18,7 @@ int swv_complete(struct swv_qp *qp, const struct swv_completion *c)
 	bool ok = c->wc.status == IBV_WC_SUCCESS;
 
 	if (c->cq)
-		rc = swv_cq_push(c->cq, &c->wc, c->solicited);
+		rc = swv_cq_push_tm(c->cq, &c->wc, c->solicited, &c->tm);
 
 	/* cntr[] is written by attach only while the QP is in RESET/INIT (no traffic),
 	 * so a plain load suffices here. The WR completed even when its CQE was lost to

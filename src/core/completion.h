@@ -37,9 +37,11 @@ struct swv_completion {
 	bool solicited;    /* for solicited-only CQ notification */
 	struct ibv_wc wc;  /* status always set; the rest when cq != NULL */
 	uint64_t bytes;    /* payload bytes, for BYTES counters (success only) */
+	struct ibv_wc_tm_info tm; /* tag-matching info of the CQE (core/srq.h); 0: none */
 };
 
-/* Returns 0, or ENOSPC if the CQ overflowed (caller moves the QP to ERR). */
+/* Returns 0, or ENOSPC if the CQ overflowed (caller moves the QP to ERR). qp may be
+ * NULL for a completion no QP owns (slot SWV_CNTR_NSLOTS: a TM SRQ's list operation). */
 int swv_complete(struct swv_qp *qp, const struct swv_completion *c);
 
 #endif

@@ -143,9 +143,10 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ctx->vctx.query_port = swv_query_port;
 	ctx->vctx.query_device_ex = swv_query_device_ex;
 	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
-	/* create_srq_ex: basic and XRC SRQs (TM is refused there); XRC domains, SRQ
+	/* create_srq_ex: basic, XRC and tag-matching SRQs (core/srq.h); XRC domains, SRQ
 	 * numbers and handles on TGT QPs of this process (core/xrcd.h). */
 	ctx->vctx.create_srq_ex = swv_create_srq_ex;
+	ctx->vctx.post_srq_ops = swv_post_srq_ops; /* TM SRQ list operations */
 	ctx->vctx.open_qp = swv_open_qp;
 	ctx->vctx.get_srq_num = swv_get_srq_num;
 	ctx->vctx.open_xrcd = swv_open_xrcd;

@@ -45,6 +45,12 @@ static inline uint32_t ld(_Atomic uint32_t *v)
 
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
+	return swv_cq_push_tm(cq, wc, solicited, NULL);
+}
+
+int swv_cq_push_tm(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
+		   const struct ibv_wc_tm_info *tm)
+{
 	bool fire = false;
 
 	pthread_mutex_lock(&cq->lock);
@@ -57,6 +63,10 @@ int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 	cq->ring[tail & (cq->size - 1)] = *wc;
 	if (cq->ts) /* extended CQ with timestamps: when the CQE was written */
 		cq->ts[tail & (cq->size - 1)] = swv_now_ns();
+	if (cq->tm) { /* extended CQ with tag-matching info: every CQE gets one (0: none) */
+		static const struct ibv_wc_tm_info none;
+		cq->tm[tail & (cq->size - 1)] = tm ? *tm : none;
+	}
 	atomic_store_explicit(&cq->tail, tail + 1, memory_order_release);
 	if (cq->notify == 1 || (cq->notify == 2 && solicited)) {
 		cq->notify = 0; /* one event per arm */
@@ -81,6 +91,12 @@ int swv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts)
 {
+	return swv_cq_poll_ext(cq, num_entries, wc, ts, NULL);
+}
+
+int swv_cq_poll_ext(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts,
+		    struct ibv_wc_tm_info *tm)
+{
 	int n = 0;
 
 	if (num_entries < 0 || (num_entries && !wc))
@@ -102,6 +118,8 @@ int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64
 	while (n < num_entries && head != tail) {
 		if (ts)
 			ts[n] = cq->ts[head & (cq->size - 1)];
+		if (tm)
+			tm[n] = cq->tm[head & (cq->size - 1)];
 		wc[n++] = cq->ring[head & (cq->size - 1)];
 		head++;
 	}
@@ -152,6 +170,8 @@ void swv_cq_clean(struct swv_cq *cq, uint32_t qpn)
 			cq->ring[keep & mask] = cq->ring[i & mask];
 			if (cq->ts)
 				cq->ts[keep & mask] = cq->ts[i & mask];
+			if (cq->tm)
+				cq->tm[keep & mask] = cq->tm[i & mask];
 		}
 	}
 	/* Only head moves (forward), so a lock-free emptiness check stays safe. */
@@ -243,6 +263,7 @@ int swv_cq_destroy(struct swv_cq *cq)
 	if (cq->pd)
 		atomic_fetch_sub(&cq->pd->users, 1);
 	free(cq->ts);
+	free(cq->tm);
 	free(cq->ex);
 	free(cq);
 	return 0;
@@ -274,9 +295,11 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	/* Timestamps (extended CQs) move with their CQEs; cq->ts is set once, at
 	 * creation, so reading it here without the lock is safe. */
 	uint64_t *ts = cq->ts ? calloc(size, sizeof(*ts)) : NULL;
-	if (!ring || (cq->ts && !ts)) {
+	struct ibv_wc_tm_info *tm = cq->tm ? calloc(size, sizeof(*tm)) : NULL;
+	if (!ring || (cq->ts && !ts) || (cq->tm && !tm)) {
 		swv_pd_buf_free(cq->pd, ring, SWV_RES_TYPE_CQ, custom);
 		free(ts);
+		free(tm);
 		return ENOMEM;
 	}
 
@@ -286,20 +309,26 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 		pthread_mutex_unlock(&cq->lock);
 		swv_pd_buf_free(cq->pd, ring, SWV_RES_TYPE_CQ, custom);
 		free(ts);
+		free(tm);
 		return EINVAL; /* would drop completions */
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		ring[(head + i) & (size - 1)] = cq->ring[(head + i) & (cq->size - 1)];
 		if (ts)
 			ts[(head + i) & (size - 1)] = cq->ts[(head + i) & (cq->size - 1)];
+		if (tm)
+			tm[(head + i) & (size - 1)] = cq->tm[(head + i) & (cq->size - 1)];
 	}
 	struct ibv_wc *old = cq->ring;
 	uint64_t *old_ts = cq->ts;
+	struct ibv_wc_tm_info *old_tm = cq->tm;
 	bool old_custom = cq->ring_custom;
 	cq->ring = ring;
 	cq->ring_custom = custom;
 	if (ts)
 		cq->ts = ts;
+	if (tm)
+		cq->tm = tm;
 	cq->size = size;
 	/* head and tail keep their values (the CQEs moved to the same slots modulo the
 	 * new size): a lock-free reader comparing them is never misled. */
@@ -309,5 +338,7 @@ int swv_cq_resize(struct swv_cq *cq, int cqe)
 	swv_pd_buf_free(cq->pd, old, SWV_RES_TYPE_CQ, old_custom);
 	if (ts)
 		free(old_ts);
+	if (tm)
+		free(old_tm);
 	return 0;
 }

@@ -63,6 +63,9 @@ struct swv_cq {
 	 * ring[i], written by swv_cq_push, under lock) when timestamps were asked for. */
 	struct swv_cq_ex *ex;
 	uint64_t *ts;
+	/* Extended CQs with IBV_WC_EX_WITH_TM_INFO: each slot's tag-matching info (tm[i]
+	 * goes with ring[i], as ts), set once at creation. */
+	struct ibv_wc_tm_info *tm;
 	uint32_t async_events_reported; /* CQ async events handed out; under ctx->async.lock */
 	/* The parent domain it was created with (ibv_create_cq_ex), whose allocator gave
 	 * the ring when ring_custom; NULL: the ring is calloc'd. */
@@ -79,6 +82,10 @@ static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)
  * when the CQ is full (the CQE is lost; the caller must move the QP to ERR and raise
  * IBV_EVENT_CQ_ERR). Safe from any thread. */
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* The same with the CQE's tag-matching info (NULL: none; kept only by a CQ that has
+ * cq->tm). */
+int swv_cq_push_tm(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
+		   const struct ibv_wc_tm_info *tm);
 
 /* ibv_context_ops entries. */
 int swv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
@@ -100,6 +107,9 @@ uint32_t swv_cq_count(struct swv_cq *cq);
 /* ibv_poll_cq with each CQE's completion time in ts[] (ts NULL: as ibv_poll_cq; else
  * the CQ must have timestamps). Returns the number taken, or -1 on bad arguments. */
 int swv_cq_poll_ts(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts);
+/* ... and each CQE's tag-matching info in tm[] (tm NULL, or the CQ must have cq->tm). */
+int swv_cq_poll_ext(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint64_t *ts,
+		    struct ibv_wc_tm_info *tm);
 /* Record a completion time for every CQE from now on (cq_ex.c, at creation).
  * 0 or ENOMEM. */
 int swv_cq_enable_timestamps(struct swv_cq *cq);

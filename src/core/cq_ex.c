@@ -22,7 +22,7 @@ static int take(struct ibv_cq_ex *cqx)
 	struct swv_cq *cq = to_swv_cq(ibv_cq_ex_to_cq(cqx));
 	struct swv_cq_ex *x = cq->ex;
 
-	if (swv_cq_poll_ts(cq, 1, &x->wc, cq->ts ? &x->ts : NULL) != 1)
+	if (swv_cq_poll_ext(cq, 1, &x->wc, cq->ts ? &x->ts : NULL, cq->tm ? &x->tm : NULL) != 1)
 		return ENOENT;
 	cqx->status = x->wc.status;
 	cqx->wr_id = x->wc.wr_id;
@@ -118,9 +118,9 @@ static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
 	return ts + (uint64_t)off;
 }
 
-/* Raw packet (CVLAN stripping), flow steering (flow tags) and tag matching do not
- * exist on swverbs, so creating a CQ with these flags is EOPNOTSUPP; the readers
- * still answer (nothing stripped, no tag, no tag-matching info). */
+/* Raw packet (CVLAN stripping) and flow steering (flow tags) do not exist on
+ * swverbs, so creating a CQ with these flags is EOPNOTSUPP; the readers still answer
+ * (nothing stripped, no tag). */
 static uint16_t read_cvlan(struct ibv_cq_ex *cqx)
 {
 	return 0;
@@ -131,10 +131,12 @@ static uint32_t read_flow_tag(struct ibv_cq_ex *cqx)
 	return 0;
 }
 
+/* The TMH's tag and app_ctx of a matched message (IBV_WC_TM_RECV with
+ * IBV_WC_TM_MATCH), 0 for any other CQE and on a CQ created without TM_INFO. */
 static void read_tm_info(struct ibv_cq_ex *cqx, struct ibv_wc_tm_info *tm_info)
 {
 	if (tm_info)
-		memset(tm_info, 0, sizeof(*tm_info));
+		*tm_info = ex_of(cqx)->tm;
 }
 
 int swv_cq_ex_setup(struct swv_cq *cq, uint64_t wc_flags)
@@ -148,6 +150,13 @@ int swv_cq_ex_setup(struct swv_cq *cq, uint64_t wc_flags)
 		if (rc) {
 			free(x);
 			return rc;
+		}
+	}
+	if (wc_flags & IBV_WC_EX_WITH_TM_INFO) {
+		cq->tm = calloc(cq->size, sizeof(*cq->tm));
+		if (!cq->tm) {
+			free(x);
+			return ENOMEM; /* cq->ts, if set, goes with the CQ */
 		}
 	}
 	x->wc_flags = wc_flags;

@@ -24,16 +24,17 @@ struct swv_cq;
 #define SWV_HCA_CORE_CLOCK_KHZ 1000000ull /* 1 tick = 1 ns */
 #define SWV_TIMESTAMP_MASK     UINT64_MAX
 
-/* wc_flags an extended CQ provides. CVLAN, FLOW_TAG and TM_INFO need raw packet
- * QPs, flow steering or tag matching, which swverbs does not have. */
+/* wc_flags an extended CQ provides. CVLAN and FLOW_TAG need raw packet QPs or flow
+ * steering, which swverbs does not have; TM_INFO is tag matching (core/srq.h). */
 #define SWV_CQ_EX_WC_FLAGS                                                                         \
 	(IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                             \
-	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_TM_INFO)
 
 struct swv_cq_ex {
 	uint64_t wc_flags;
 	struct ibv_wc wc; /* the completion the read_* callbacks describe */
 	uint64_t ts;      /* its completion time (0 without timestamps) */
+	struct ibv_wc_tm_info tm; /* its tag-matching info (0 without TM_INFO) */
 };
 
 /* Make cq extended: allocate cq->ex (and cq->ts when wc_flags asks for timestamps)

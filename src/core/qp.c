@@ -85,7 +85,9 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 		rc = EINVAL;
 		goto fail;
 	}
-	if (srq_in && srq_in->context != ibctx) {
+	/* tag matching is defined for RC only (tm_caps.flags: IBV_TM_CAP_RC) */
+	if (srq_in &&
+	    (srq_in->context != ibctx || (to_swv_srq(srq_in)->tm && attr->qp_type != IBV_QPT_RC))) {
 		rc = EINVAL;
 		goto fail;
 	}
@@ -135,13 +137,25 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 	}
 	qp->cap = cap;
 
-	rc = wq_init(&qp->sq, pd, SWV_RES_TYPE_QP_SQ, cap.max_send_wr,
-		     (uint32_t)sizeof(struct swv_send_wqe) + room, cap.max_send_sge);
+	/* A QP of a TM SRQ: slots beyond max_send_wr for the device's rendezvous READs
+	 * (the tagged buffer's SGEs, then the TMH and RVH) and FINs (core/qp.h). */
+	struct swv_srq *tm_srq = srq_in && to_swv_srq(srq_in)->tm ? to_swv_srq(srq_in) : NULL;
+	uint32_t sq_wr = cap.max_send_wr, sq_room = room;
+	if (tm_srq) {
+		sq_wr += SWV_TM_SQ_EXTRA;
+		sq_room = SWV_MAX(room, tm_srq->max_sge * (uint32_t)sizeof(struct ibv_sge) +
+					    SWV_TM_HDR_LEN + SWV_TM_RVH_LEN);
+	}
+	rc = wq_init(&qp->sq, pd, SWV_RES_TYPE_QP_SQ, sq_wr,
+		     (uint32_t)sizeof(struct swv_send_wqe) + sq_room, cap.max_send_sge);
+	qp->sq.max_wr = cap.max_send_wr; /* what the application may post */
 	if (!rc && srq_in) {
 		/* room for the one WQE the responder holds (core/srq.h) */
 		qp->srq = to_swv_srq(srq_in);
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(qp->srq->max_sge));
-		rc = qp->srq_rwqe ? 0 : ENOMEM;
+		if (qp->srq->tm)
+			qp->tm_match = calloc(1, sizeof(*qp->tm_match));
+		rc = qp->srq_rwqe && (!qp->srq->tm || qp->tm_match) ? 0 : ENOMEM;
 	} else if (!rc && tgt) {
 		/* any of the domain's SRQs may be named: room for the most SGEs */
 		qp->srq_rwqe = malloc(swv_srq_wqe_size(SWV_SRQ_MAX_SGE));
@@ -219,6 +233,7 @@ fail_free:
 	swv_pd_buf_free(pd, qp->sq.buf, SWV_RES_TYPE_QP_SQ, qp->sq.buf_custom);
 	swv_pd_buf_free(pd, qp->rq.buf, SWV_RES_TYPE_QP_RQ, qp->rq.buf_custom);
 	free(qp->srq_rwqe);
+	free(qp->tm_match);
 	free(qp);
 fail:
 	*err = rc;
@@ -327,6 +342,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 	else if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
 	free(qp->srq_rwqe);
+	free(qp->tm_match);
 	swv_resp_release(qp);
 
 	pthread_cond_destroy(&qp->qpx.qp_base.cond);
@@ -571,6 +587,10 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		 * area and wc.slid. */
 		swv_fc_rx_data(qp, pkt->psn);
 		swv_resp_rx_from(qp, pkt, src);
+		if (qp->tm_kick) { /* a rendezvous READ to send (transport/tm.h) */
+			qp->tm_kick = false;
+			swv_req_run(qp);
+		}
 	} else if (response) {
 		if (st != IBV_QPS_RTS && st != IBV_QPS_SQD)
 			goto drop;

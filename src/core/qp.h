@@ -30,6 +30,7 @@ struct swv_pd;
 struct swv_mw;
 struct swv_cq;
 struct swv_srq;
+struct swv_tm_match;
 struct swv_wr_batch;
 struct swv_xrcd;
 
@@ -62,11 +63,21 @@ struct swv_send_wqe {
 	uint32_t mw_handle;
 	uint32_t bind_lkey; /* bind.mr's lkey: the MR is found again by it, never through bind.mr */
 	struct ibv_mw_bind_info bind;
+	/* Tag matching (transport/responder_tm.c): a WQE the device posted itself on a
+	 * QP of a TM SRQ -- a rendezvous READ into tagged buffer tm_handle (the TMH and
+	 * RVH follow its SGEs) or the FIN after it -- completes there, never on the send
+	 * CQ or a counter. SWV_TM_WQE_NONE for every application WR. */
+	uint8_t tm_op;
+	uint32_t tm_handle;
 	union {
 		struct ibv_sge sge[0];
 		uint8_t inline_data[0];
 	};
 };
+
+enum { SWV_TM_WQE_NONE, SWV_TM_WQE_READ, SWV_TM_WQE_FIN };
+/* Send slots a QP of a TM SRQ has beyond max_send_wr for those WQEs. */
+#define SWV_TM_SQ_EXTRA 16
 
 struct swv_recv_wqe {
 	uint64_t wr_id;
@@ -167,6 +178,12 @@ struct swv_qp {
 	 * for the SRQ's max_sge. Responder state, under lock. */
 	struct swv_recv_wqe *srq_rwqe;
 	bool srq_rwqe_valid;
+	/* Tag-matching SRQ QPs: how srq_rwqe was chosen (core/srq.h), under lock. */
+	struct swv_tm_match *tm_match;
+	/* ... the send slots the device's own WQEs hold (SWV_TM_SQ_EXTRA at most), and
+	 * whether the responder just posted one for the requester to send. */
+	uint32_t tm_sq_held;
+	bool tm_kick;
 
 	struct swv_req_state req;   /* requester + completer */
 	struct swv_resp_state resp; /* responder */

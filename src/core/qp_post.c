@@ -147,6 +147,7 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
 	w->send_flags = wr->send_flags;
+	w->tm_op = SWV_TM_WQE_NONE;
 	w->imm_data = wr->imm_data;
 	w->xrc_srqn = qp->xrc == SWV_XRC_INI ? wr->qp_type.xrc.remote_srqn : 0;
 	w->remote_addr = 0;
@@ -244,7 +245,9 @@ int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah
 /* Slots taken: the ring's WQEs and the triggered WRs still held (core/trig.h). */
 static uint32_t sq_used(struct swv_qp *qp)
 {
-	return swv_wq_used(&qp->sq) + atomic_load_explicit(&qp->trig_held, memory_order_relaxed);
+	/* the device's own (tag matching) WQEs have slots of their own */
+	return swv_wq_used(&qp->sq) - qp->tm_sq_held +
+	       atomic_load_explicit(&qp->trig_held, memory_order_relaxed);
 }
 
 /* For ibv_wr_complete (qp_ex.c): every WR of the chain, and the send queue's room for

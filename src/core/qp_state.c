@@ -353,6 +353,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		/* Work requests are discarded without completions, as on real devices. */
 		swv_progress_sq_add(&qp->ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
 		qp->sq.head = qp->sq.tail;
+		qp->tm_sq_held = 0;
 		qp->rq.head = qp->rq.tail;
 		swv_trig_qp_drop(qp);
 		qp->state = IBV_QPS_RESET;

@@ -178,6 +178,9 @@ int swv_srq_destroy(struct swv_srq *srq)
 		atomic_fetch_sub(&srq->cq->users, 1);
 	} else if (atomic_load(&srq->users)) {
 		return EBUSY;
+	} else if (srq->tm) {
+		atomic_fetch_sub(&srq->cq->users, 1);
+		swv_srq_tm_free(srq);
 	}
 	/* No QP can take from it, so nothing raises events for it any more. */
 	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
@@ -223,13 +226,18 @@ int swv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_
 
 bool swv_srq_take(struct swv_srq *srq, struct swv_recv_wqe *out)
 {
+	pthread_mutex_lock(&srq->lock);
+	bool ok = swv_srq_take_locked(srq, out);
+	pthread_mutex_unlock(&srq->lock);
+	return ok;
+}
+
+bool swv_srq_take_locked(struct swv_srq *srq, struct swv_recv_wqe *out)
+{
 	struct swv_wq *q = &srq->wq;
 
-	pthread_mutex_lock(&srq->lock);
-	if (swv_wq_used(q) == 0) {
-		pthread_mutex_unlock(&srq->lock);
+	if (swv_wq_used(q) == 0)
 		return false;
-	}
 	const struct swv_recv_wqe *w = swv_wq_slot(q, q->head);
 	/* post_srq_recv bounded num_sge by max_sge; out has room for max_sge SGEs */
 	memcpy(out, w, swv_srq_wqe_size(SWV_MIN(w->num_sge, srq->max_sge)));
@@ -239,7 +247,6 @@ bool swv_srq_take(struct swv_srq *srq, struct swv_recv_wqe *out)
 		srq->limit = 0;
 		swv_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->ibsrq);
 	}
-	pthread_mutex_unlock(&srq->lock);
 	return true;
 }
 
@@ -261,12 +268,9 @@ struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
 		errno = EINVAL; /* bits this API version does not define */
 		return NULL;
 	}
-	/* Tag-matching SRQs need the TM engine, which swverbs does not have
-	 * (docs/compat.md): refused as such a device does. */
 	bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
-	    (typed && attr->srq_type != IBV_SRQT_BASIC && attr->srq_type != IBV_SRQT_XRC)) {
-		errno = typed && attr->srq_type > IBV_SRQT_TM ? EINVAL : EOPNOTSUPP;
+	if (typed && attr->srq_type > IBV_SRQT_TM) {
+		errno = EINVAL;
 		return NULL;
 	}
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx) {
@@ -274,6 +278,19 @@ struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
 		return NULL;
 	}
 	bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
+	/* A TM SRQ (core/srq_tm.c) needs its tm_cap and, as an XRC SRQ, the CQ all its
+	 * completions go to (mlx5: EINVAL without them). */
+	if (typed && attr->srq_type == IBV_SRQT_TM) {
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
+		    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+		    attr->cq->context != ctx) {
+			errno = EINVAL;
+			return NULL;
+		}
+		struct swv_srq *tsrq =
+		    swv_srq_tm_create(to_swv_pd(attr->pd), to_swv_cq(attr->cq), attr);
+		return tsrq ? &tsrq->ibsrq : NULL;
+	}
 	/* An XRC SRQ needs its domain and the CQ its receives complete on (the TGT QP
 	 * that delivers into it has no CQ); a basic SRQ uses neither, and those bits are
 	 * ignored for it, as the providers do. */

@@ -14,8 +14,9 @@
  * Locking: srq->lock protects wq (ring and indices), limit and max_wr. It is taken by
  * posting threads (ibv_post_srq_recv), by the progress thread inside qp->lock
  * (swv_srq_take), and by modify/query. Order: qp->lock -> srq->lock -> the context's
- * async-event lock (the limit event is raised with srq->lock held). Nothing else is
- * taken under srq->lock. users is atomic (QP create/destroy).
+ * async-event lock (the limit event is raised with srq->lock held); a TM SRQ's list
+ * operations also write their CQEs under it (-> cq->lock, the channel's lock). Nothing
+ * else is taken under srq->lock. users is atomic (QP create/destroy).
  */
 #ifndef SWV_CORE_SRQ_H
 #define SWV_CORE_SRQ_H
@@ -32,6 +33,8 @@ struct swv_context;
 struct swv_cq;
 struct swv_pd;
 struct swv_xrcd;
+
+struct swv_tm;
 
 /* Limits ibv_query_device advertises (max_srq_wr, max_srq_sge, max_srq). */
 #define SWV_SRQ_MAX_WR  16384
@@ -57,6 +60,10 @@ struct swv_srq {
 	struct swv_xrcd *xrcd;
 	struct swv_cq *cq;
 	struct swv_list xrc_entry;
+	/* Tag-matching SRQs (IBV_SRQT_TM, core/srq_tm.c): the matching list and the
+	 * unexpected-message counters, under lock; NULL for other types. cq (above) is
+	 * the CQ every receive and list operation of a TM SRQ completes on. */
+	struct swv_tm *tm;
 };
 
 static inline struct swv_srq *to_swv_srq(struct ibv_srq *srq)
@@ -90,6 +97,52 @@ struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
  * the armed limit, and disarms the limit.
  */
 bool swv_srq_take(struct swv_srq *srq, struct swv_recv_wqe *out);
+/* The same with srq->lock held. */
+bool swv_srq_take_locked(struct swv_srq *srq, struct swv_recv_wqe *out);
+
+/*
+ * Tag matching (core/srq_tm.c). A TM SRQ holds, besides its ordinary WQEs, up to
+ * max_num_tags tagged buffers added by ibv_post_srq_ops. A SEND that reaches a QP of
+ * a TM SRQ starts with a TMH (infiniband/tm_types.h); at its first packet the
+ * responder calls swv_srq_tm_take instead of swv_srq_take, which picks the WQE:
+ *   EAGER/RNDV whose tag matches an eligible tagged buffer (oldest added first,
+ *   (TMH.tag & mask) == (tag & mask)): that buffer (wr_id = recv_wr_id), kind EAGER
+ *   (the TMH is not placed) or RNDV (nothing of the message is placed; the
+ *   responder fetches the data the RVH names);
+ *   EAGER/RNDV matching nothing: an ordinary WQE, kind UNEXPECTED (whole message
+ *   placed, the device's unexpected count grows and matching of buffers added from
+ *   now on is held until software reports that count: IBV_OPS_TM_SYNC);
+ *   NO_TAG: an ordinary WQE, kind NO_TAG;
+ *   anything else (shorter than a TMH, FIN, unknown opcode): an ordinary WQE, kind
+ *   PLAIN (an IBV_WC_RECV, as on any SRQ).
+ * Returns false, consuming nothing, when an ordinary WQE is needed and none is posted.
+ */
+#define SWV_TM_MAX_NUM_TAGS 1024	    /* tm_caps.max_num_tags */
+#define SWV_TM_MAX_OPS	    1024	    /* tm_caps.max_ops */
+#define SWV_TM_MAX_SGE	    SWV_SRQ_MAX_SGE /* also bounded by the SRQ's max_sge */
+#define SWV_TM_MAX_RNDV_HDR 64		    /* tm_caps.max_rndv_hdr_size: TMH + RVH + 32 */
+#define SWV_TM_HDR_LEN	    16		    /* struct ibv_tmh */
+#define SWV_TM_RVH_LEN	    16		    /* struct ibv_rvh */
+
+enum swv_tm_kind { SWV_TM_PLAIN, SWV_TM_NO_TAG, SWV_TM_UNEXPECTED, SWV_TM_EAGER, SWV_TM_RNDV };
+
+struct swv_tm_match {
+	enum swv_tm_kind kind;
+	uint32_t handle;			      /* EAGER/RNDV: the tagged buffer taken */
+	struct ibv_wc_tm_info info;		      /* EAGER/RNDV: the TMH's tag and app_ctx */
+	uint8_t hdr[SWV_TM_HDR_LEN + SWV_TM_RVH_LEN]; /* RNDV: the TMH and RVH as sent */
+	uint64_t rndv_va;			      /* RNDV: the RVH */
+	uint32_t rndv_rkey, rndv_len;
+};
+
+bool swv_srq_tm_take(struct swv_srq *srq, const uint8_t *payload, uint32_t paylen,
+		     struct swv_recv_wqe *out, struct swv_tm_match *m);
+/* verbs_context.post_srq_ops. */
+int swv_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr, struct ibv_ops_wr **bad);
+/* create_srq_ex for IBV_SRQT_TM (srq.c checked the common attributes): NULL + errno. */
+struct swv_srq *swv_srq_tm_create(struct swv_pd *pd, struct swv_cq *cq,
+				  struct ibv_srq_init_attr_ex *attr);
+void swv_srq_tm_free(struct swv_srq *srq);
 
 /* Number of WQEs posted and not yet taken (tests, tools). */
 uint32_t swv_srq_count(struct swv_srq *srq);

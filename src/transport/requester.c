@@ -19,6 +19,7 @@
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
+#include "transport/tm.h"
 #include "transport/txrun.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -240,6 +241,8 @@ static int complete_one(struct swv_qp *qp, int status)
 	qp->sq.head = idx + 1;
 	swv_progress_sq_add(&qp->ctx->progress, -1);
 	r->read_off = 0;
+	if (w->tm_op != SWV_TM_WQE_NONE)
+		return swv_resp_tm_wqe_done(qp, w, status); /* the device's own (transport/tm.h) */
 	return swv_complete(qp, &c);
 }
 

@@ -259,6 +259,24 @@ static struct swv_recv_wqe *rwqe_peek(struct swv_qp *qp)
 	return swv_wq_slot(&qp->rq, qp->rq.head);
 }
 
+/* A QP of a tag-matching SRQ (core/srq.h): the WQE is chosen by the TMH at the start
+ * of the message's first packet, and qp->tm_match says how it was chosen. */
+static bool qp_tm(const struct swv_qp *qp)
+{
+	return qp->srq && qp->srq->tm;
+}
+
+static struct swv_recv_wqe *rwqe_peek_tm(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	if (!qp->srq_rwqe_valid) {
+		if (!swv_srq_tm_take(qp->srq, pkt->payload, pkt->paylen, qp->srq_rwqe,
+				     qp->tm_match))
+			return NULL;
+		qp->srq_rwqe_valid = true;
+	}
+	return qp->srq_rwqe;
+}
+
 static void rwqe_hold(struct swv_resp_state *s, struct swv_recv_wqe *w)
 {
 	s->rwqe = w;
@@ -282,7 +300,7 @@ static void rwqe_wc_init(struct swv_qp *qp, struct swv_completion *c, enum ibv_w
 {
 	memset(c, 0, sizeof(*c));
 	c->slot = SWV_CNTR_RECV;
-	c->cq = qp->rcq;
+	c->cq = qp_tm(qp) ? qp->srq->cq : qp->rcq; /* a TM SRQ completes on its own CQ */
 	c->solicited = true; /* errors always wake a solicited-only waiter */
 	c->wc.wr_id = qp->resp.rwqe->wr_id;
 	c->wc.status = st;
@@ -370,8 +388,10 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 	struct swv_recv_wqe *w;
 	struct swv_completion c;
 
+	bool tm = qp_tm(qp);
+
 	if (cls & SWV_RQ_FIRST) {
-		w = rwqe_peek(qp);
+		w = tm ? rwqe_peek_tm(qp, pkt) : rwqe_peek(qp);
 		if (!w)
 			return SWV_RESP_ERR_RNR;
 		rwqe_hold(s, w);
@@ -384,16 +404,19 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 		return SWV_RESP_ERR_INV_REQ;
 	if (!swv_resp_paylen_ok(cls, pkt->paylen, mtu))
 		return SWV_RESP_ERR_INV_REQ;
+	const uint8_t *payload = pkt->payload;
+	uint32_t paylen = pkt->paylen;
+	if (tm)
+		swv_resp_tm_payload(qp, cls, &payload, &paylen);
 	/* Receive buffer too small: rxe NAKs invalid request and completes the receive
 	 * WQE with IBV_WC_REM_INV_REQ_ERR (roce-wire.md 5.2), which swverbs follows; a
 	 * hardware HCA would report IBV_WC_LOC_LEN_ERR on this (receive) side. */
-	if (s->msg_off + pkt->paylen > w->length)
+	if (s->msg_off + paylen > w->length)
 		return SWV_RESP_ERR_INV_REQ;
-	if (pkt->paylen &&
-	    swv_mr_scatter(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, s->msg_off, pkt->payload,
-			   pkt->paylen))
+	if (paylen &&
+	    swv_mr_scatter(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, s->msg_off, payload, paylen))
 		return rwqe_scatter_err(qp, w);
-	s->msg_off += pkt->paylen;
+	s->msg_off += paylen;
 	if (!(cls & SWV_RQ_LAST)) {
 		s->cur = SWV_RQ_SEND;
 		return SWV_RESP_OK;
@@ -417,6 +440,12 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 		c.wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
 	s->msn++;
+	if (tm && swv_resp_tm_complete(qp, &c)) {
+		/* a matched rendezvous: the tagged buffer waits for its data */
+		qp->srq_rwqe_valid = false;
+		rwqe_hold(s, NULL);
+		return SWV_RESP_OK;
+	}
 	if (rwqe_finish(qp, &c))
 		return SWV_RESP_ERR_CQ;
 	return SWV_RESP_OK;

@@ -105,6 +105,14 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt);
 enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls);
 /* Duplicates (PSN before epsn). */
 void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt);
+
+/* Tag matching (responder_tm.c; core/srq.h): the part of a SEND packet's payload
+ * that lands in the chosen WQE (a matched eager message without its TMH, a matched
+ * rendezvous request none), and the receive completion by kind -- true when a matched
+ * rendezvous went on with the device's READ and its WQE must not complete now. */
+void swv_resp_tm_payload(struct swv_qp *qp, uint32_t cls, const uint8_t **payload,
+			 uint32_t *paylen);
+bool swv_resp_tm_complete(struct swv_qp *qp, struct swv_completion *c);
 void swv_resp_atomic_dup(struct swv_qp *qp, const struct swv_pkt *pkt);
 
 #endif

@@ -1,5 +1,6 @@
 // The public header must be usable from C++ (rdma-core's is): this file is
 // only compiled (-fsyntax-only), never run.
+#include <infiniband/tm_types.h>
 #include <infiniband/verbs.h>
 
 int swv_cxx_check(struct ibv_pd *pd, void *buf, int access);

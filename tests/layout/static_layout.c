@@ -8,6 +8,7 @@
  * front. For those the 44 size is checked as the offset of the first new
  * member, or (verbs_context) as the distance from query_port to the end.
  */
+#include <infiniband/tm_types.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 
@@ -297,6 +298,14 @@ _Static_assert(IBV_WC_RECV == 128 && IBV_WC_RECV_RDMA_WITH_IMM == 129, "wc opcod
 _Static_assert(IBV_WR_ATOMIC_WRITE == 15 && IBV_WR_FLUSH == 14, "wr opcodes");
 _Static_assert(IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE == 0x20, "comp cntr op bits");
 _Static_assert(IBV_COMP_CNTR_TYPE_WRS == 0 && IBV_COMP_CNTR_TYPE_BYTES == 1, "comp cntr types");
+
+/* Tag matching: the headers on the wire (rdma-core's tm_types.h) */
+SZ(struct ibv_tmh, 16);
+OFF(struct ibv_tmh, app_ctx, 4);
+OFF(struct ibv_tmh, tag, 8);
+SZ(struct ibv_rvh, 16);
+OFF(struct ibv_rvh, rkey, 8);
+OFF(struct ibv_rvh, len, 12);
 
 int main(void)
 {

@@ -100,16 +100,16 @@ static void test_create_rules(void)
 
 	uint64_t ok_flags[] = {0, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
 			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
-			       IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
+			       IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+			       IBV_WC_EX_WITH_TM_INFO | IBV_WC_STANDARD_FLAGS};
 	for (size_t i = 0; i < sizeof(ok_flags) / sizeof(ok_flags[0]); i++) {
 		a.wc_flags = ok_flags[i];
 		c = ibv_create_cq_ex(ctx, &a);
 		CHECK_PTR(c);
 		CHECK_OK(ibv_destroy_cq(ibv_cq_ex_to_cq(c)));
 	}
-	/* Raw packet, flow tags, tag matching: not here. */
-	uint64_t no_flags[] = {IBV_WC_EX_WITH_CVLAN, IBV_WC_EX_WITH_FLOW_TAG,
-			       IBV_WC_EX_WITH_TM_INFO, 1ull << 20};
+	/* Raw packet, flow tags: not here. */
+	uint64_t no_flags[] = {IBV_WC_EX_WITH_CVLAN, IBV_WC_EX_WITH_FLOW_TAG, 1ull << 20};
 	for (size_t i = 0; i < sizeof(no_flags) / sizeof(no_flags[0]); i++) {
 		a.wc_flags = no_flags[i] | IBV_WC_EX_WITH_BYTE_LEN;
 		errno = 0;

@@ -321,8 +321,8 @@ static void test_srq_ex_and_xrc(struct env *e)
 	x.attr.max_wr = 0;
 	CHECK_NULL_ERRNO(ibv_create_srq_ex(e->ctx, &x), EINVAL);
 	x.attr.max_wr = 4;
-	/* An XRC SRQ needs its XRC domain (tests/unit/test_xrc_objects.c has the rest); tag
-	 * matching the device does not have */
+	/* An XRC SRQ needs its XRC domain (tests/unit/test_xrc_objects.c has the rest); a
+	 * tag-matching SRQ its tm_cap (tests/mp/test_tm.c has the rest) */
 	x.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ |
 		      IBV_SRQ_INIT_ATTR_XRCD;
 	x.srq_type = IBV_SRQT_XRC;
@@ -330,7 +330,7 @@ static void test_srq_ex_and_xrc(struct env *e)
 	x.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ |
 		      IBV_SRQ_INIT_ATTR_TM;
 	x.srq_type = IBV_SRQT_TM;
-	CHECK_NULL_ERRNO(ibv_create_srq_ex(e->ctx, &x), EOPNOTSUPP);
+	CHECK_NULL_ERRNO(ibv_create_srq_ex(e->ctx, &x), EINVAL);
 
 	/* an XRC TGT QP belongs to a domain, not a PD: ibv_create_qp cannot make one */
 	struct ibv_qp_init_attr ia;
