@@ -243,7 +243,8 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
 	uint32_t hold_us = (uint32_t)(implied_holdoff_ns(qp) / 1000);
 	uint32_t limit = swv_req_cursor_psn(qp);
 
-	r->n_sack_naks++;
+	if (nak)
+		r->n_sack_naks++;
 	for (uint32_t b = 0; b < pkt->sack_len * 8u; b++)
 		if (pkt->sack_map[b / 8] >> (b % 8) & 1)
 			top = b + 1;
