@@ -281,6 +281,19 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
 	}
 }
 
+/* An ACK with a map: the responder holds packets past psn + 1, the gap its NAK named
+ * (or, for the update it sends between NAKs, the PSN the NAK already acknowledged up
+ * to); the holes opened since go out now. */
+static void sack_ack(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *w = head_wqe(qp);
+	uint32_t gap = swv_psn_add(pkt->psn, 1);
+	if (w && !is_rd_atomic(w->opcode) && !r->rnr_until && !r->sr_gbn_left &&
+	    swv_psn_cmp(gap, w->first_psn) >= 0 && swv_psn_cmp(gap, w->last_psn) <= 0)
+		sack_resend(qp, pkt, gap, false);
+}
+
 /* ------------------------------------------------- selective repeat for READ responses */
 
 static bool rd_seen(const struct swv_req_state *r, uint32_t psn)
@@ -582,14 +595,9 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				r->una_psn = swv_psn_add(psn, 1); /* part of a multi-packet message */
 				*progress = true;
 			}
-			/* an ACK with a map: the responder holds packets past psn + 1, the
-			 * gap its NAK named; the holes opened since go out now */
-			uint32_t gap = swv_psn_add(psn, 1);
-			if (pkt->sack_map && w && !is_rd_atomic(w->opcode) && !r->rnr_until &&
-			    !r->sr_gbn_left && swv_psn_cmp(gap, w->first_psn) >= 0 &&
-			    swv_psn_cmp(gap, w->last_psn) <= 0)
-				sack_resend(qp, pkt, gap, false);
 		}
+		if (pkt->sack_map)
+			sack_ack(qp, pkt);
 		return;
 
 	case 0x20: { /* RNR NAK: the request at psn found no receive WQE */
@@ -931,6 +939,15 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
 	 * or stale packet. */
+	if (pkt->opcode == SWV_OP_ACK && (pkt->aeth_syndrome & 0x60) == 0 && pkt->sack_map &&
+	    swv_psn_add(pkt->psn, 1) == r->una_psn) {
+		/* the responder's map update, an ACK for ePSN - 1: the NAK before it moved
+		 * una to ePSN already, so it acknowledges nothing; only its map is news */
+		sack_ack(qp, pkt);
+		swv_req_run(qp);
+		swv_req_update_timer(qp);
+		return;
+	}
 	if (swv_psn_cmp(pkt->psn, r->una_psn) < 0 || swv_psn_cmp(pkt->psn, r->sent_psn) >= 0) {
 		/* Not even a READ response the peer keeps replaying restarts the ACK
 		 * timeout: only progress does, so answers that never help (a replay of

@@ -904,8 +904,6 @@ static uint32_t rob_sack_map(const struct swv_resp_state *s, uint8_t map[SWV_SAC
 	return top ? (top + 31) / 32 * 4 : 0;
 }
 
-/* A sequence NAK for epsn; to a peer that reads them, with the map of what is kept past
- * it, so that it resends every hole at once instead of one per round trip. */
 /* The update of a SACK map between NAKs: an ACK for epsn - 1 (true: nothing past it
  * executed) with the map of what is kept past epsn. */
 static void rc_sack_ack(struct swv_qp *qp)
@@ -922,6 +920,8 @@ static void rc_sack_ack(struct swv_qp *qp)
 		      0, map, len);
 }
 
+/* A sequence NAK for epsn; to a peer that reads them, with the map of what is kept past
+ * it, so that it resends every hole at once instead of one per round trip. */
 static void rc_seq_nak(struct swv_qp *qp, bool again)
 {
 	struct swv_resp_state *s = &qp->resp;

@@ -1157,6 +1157,36 @@ static void test_sack_holes(void)
 	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
 }
 
+/* The responder's update between NAKs is an ACK for ePSN - 1, one below una once the
+ * NAK moved una to ePSN: taken for its map (the hole it adds goes out, for no retry),
+ * not dropped as a stale ACK. */
+static void test_sack_update(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	const uint32_t held[] = {PSN0 + 5};
+	respond_sack(PSN0 + 4, 0x60, 4, held, 1); /* the NAK at the gap knows +5 only */
+	CHECK_EQ(qp->req.una_psn, PSN0 + 4);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	CHECK_EQ(qp->req.retry_left, 2);
+	int sent = ntx;
+	const uint32_t held2[] = {PSN0 + 5, PSN0 + 7, PSN0 + 8};
+	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 6);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(ncomps, 1);
+	/* the same update again (a copy): nothing */
+	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
+	CHECK_EQ(ntx, sent + 1);
+	/* a plain ACK for una - 1 stays a stale one */
+	respond(PSN0 + 3, 0x1f);
+	CHECK_EQ(ntx, sent + 1);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+}
+
 /* After the hold-off, a NAK with a map for the same PSN is the responder asking again
  * (the resends were lost): every hole goes out again, for a retry; with retries
  * exhausted the head fails as with plain NAKs. */
@@ -1250,6 +1280,7 @@ int main(void)
 	test_ud_refused_drop();
 	test_probe_answer_no_fallback();
 	test_sack_holes();
+	test_sack_update();
 	test_sack_again();
 	test_sack_bad_map();
 	if (qp)
