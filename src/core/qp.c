@@ -293,9 +293,9 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
 		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
 		    "responses, %llu selective resends (%llu fell back to go-back-N), %llu READ "
-		    "re-requests; responder: "
-		    "%llu sequence NAKs sent, %llu packets kept past a gap (%llu copies, %llu too "
-		    "far ahead)",
+		    "re-requests, %llu SACK NAKs received, %llu holes resent; responder: "
+		    "%llu sequence NAKs sent (%llu with a SACK map, %llu SACK ACKs), %llu packets "
+		    "kept past a gap (%llu copies, %llu too far ahead)",
 		    qp->qpn, (unsigned long long)qp->req.n_pkts,
 		    (unsigned long long)qp->req.n_probes, (unsigned long long)qp->req.n_retries,
 		    (unsigned long long)qp->req.n_timeouts, (unsigned long long)qp->req.n_seq_naks,
@@ -303,7 +303,11 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    (unsigned long long)qp->req.n_sel_resends,
 		    (unsigned long long)qp->req.n_sr_fallbacks,
 		    (unsigned long long)qp->req.n_read_rereqs,
+		    (unsigned long long)qp->req.n_sack_naks,
+		    (unsigned long long)qp->req.n_holes_resent,
 		    (unsigned long long)qp->resp.stats.seq_naks,
+		    (unsigned long long)qp->resp.stats.sack_naks,
+		    (unsigned long long)qp->resp.stats.sack_acks,
 		    (unsigned long long)qp->resp.stats.rob_kept,
 		    (unsigned long long)qp->resp.stats.rob_dups,
 		    (unsigned long long)qp->resp.stats.rob_full);

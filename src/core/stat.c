@@ -104,6 +104,7 @@ struct qp_snap {
 	unsigned scq, rcq; /* indexes into ctx_snap.cq */
 	uint8_t retry_cnt, retry_left, rnr_retry, rnr_left;
 	uint64_t pkts, retries, timeouts, seq_naks_rx, rnr_naks_rx, probes, sel_resends;
+	uint64_t sack_naks_rx, holes_resent;
 	struct swv_resp_stats resp;
 	uint64_t rx_dropped, rx_bad_pkey, auth_bad;
 	uint32_t cntr[SWV_CNTR_NSLOTS]; /* attached counter handles, NO_CNTR = none */
@@ -201,6 +202,8 @@ static void snap_qp(struct qp_snap *q, struct swv_qp *qp)
 	q->rnr_naks_rx = qp->req.n_rnr_naks;
 	q->probes = qp->req.n_probes;
 	q->sel_resends = qp->req.n_sel_resends;
+	q->sack_naks_rx = qp->req.n_sack_naks;
+	q->holes_resent = qp->req.n_holes_resent;
 	q->resp = qp->resp.stats;
 	q->rx_dropped = atomic_load_explicit(&qp->rx_dropped, memory_order_relaxed);
 	q->rx_bad_pkey = atomic_load_explicit(&qp->rx_bad_pkey, memory_order_relaxed);
@@ -381,7 +384,7 @@ static void port_totals(const struct ctx_snap *s, struct port_tot *t)
 	for (size_t i = 0; i < s->nqp; i++) {
 		const struct qp_snap *q = &s->qp[i];
 		t->req_pkts += q->pkts;
-		t->retransmits += q->retries + q->probes + q->sel_resends;
+		t->retransmits += q->retries + q->probes + q->sel_resends + q->holes_resent;
 		t->timeouts += q->timeouts;
 		t->seq_naks_rx += q->seq_naks_rx;
 		t->rnr_naks_rx += q->rnr_naks_rx;
@@ -477,22 +480,26 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 			  "\"tx_packets\":%llu,\"retransmits\":%llu,\"retries\":%llu,\"ack_"
 			  "timeouts\":%llu,"
 			  "\"probes\":%llu,\"selective_resends\":%llu,\"seq_naks_received\":%llu,"
-			  "\"rnr_naks_received\":%llu,",
-			  U(q->pkts), U(q->retries + q->probes + q->sel_resends), U(q->retries),
-			  U(q->timeouts), U(q->probes), U(q->sel_resends), U(q->seq_naks_rx),
-			  U(q->rnr_naks_rx));
+			  "\"rnr_naks_received\":%llu,\"sack_naks_received\":%llu,"
+			  "\"holes_resent\":%llu,",
+			  U(q->pkts), U(q->retries + q->probes + q->sel_resends + q->holes_resent),
+			  U(q->retries), U(q->timeouts), U(q->probes), U(q->sel_resends),
+			  U(q->seq_naks_rx), U(q->rnr_naks_rx), U(q->sack_naks_rx),
+			  U(q->holes_resent));
 		sb_printf(
 		    b,
 		    "\"responder\":{\"executed\":%llu,\"duplicates\":%llu,\"read_replays\":%llu,"
 		    "\"atomic_replays\":%llu,\"seq_naks_sent\":%llu,\"rnr_naks_sent\":%llu,"
 		    "\"err_naks_sent\":%llu,\"dropped\":%llu,\"reorder_kept\":%llu,"
-		    "\"reorder_drained\":%llu},\"remote_refused\":%llu,\"remote_faults\":%llu,"
+		    "\"reorder_drained\":%llu,\"sack_naks_sent\":%llu,\"sack_acks_sent\":%llu},"
+		    "\"remote_refused\":%llu,\"remote_faults\":%llu,"
 		    "\"rx_dropped\":%llu,\"rx_bad_pkey\":%llu,\"rx_bad_mac\":%llu,\"counters\":{",
 		    U(q->resp.executed), U(q->resp.duplicates), U(q->resp.read_replays),
 		    U(q->resp.atomic_replays), U(q->resp.seq_naks), U(q->resp.rnr_naks),
 		    U(q->resp.err_naks), U(q->resp.dropped + q->resp.rob_dups + q->resp.rob_full),
-		    U(q->resp.rob_kept), U(q->resp.rob_drained), U(q->resp.remote_refused),
-		    U(q->resp.remote_faults), U(q->rx_dropped), U(q->rx_bad_pkey), U(q->auth_bad));
+		    U(q->resp.rob_kept), U(q->resp.rob_drained), U(q->resp.sack_naks),
+		    U(q->resp.sack_acks), U(q->resp.remote_refused), U(q->resp.remote_faults),
+		    U(q->rx_dropped), U(q->rx_bad_pkey), U(q->auth_bad));
 		bool first = true;
 		for (unsigned k = 0; k < SWV_CNTR_NSLOTS; k++) {
 			if (q->cntr[k] == NO_CNTR)
@@ -587,7 +594,7 @@ static void text_ctx(struct sbuf *b, const struct ctx_snap *s)
 				  "%6llu %7s\n",
 				  q->qpn, qp_type_str(q->type), qp_state_str(q->state), peer, pqpn,
 				  q->sq_psn, q->epsn, q->sq_used, q->rq_used,
-				  U(q->retries + q->probes + q->sel_resends),
+				  U(q->retries + q->probes + q->sel_resends + q->holes_resent),
 				  U(q->rnr_naks_rx + q->resp.rnr_naks), U(q->resp.remote_refused),
 				  cl ? cn : "-");
 		}

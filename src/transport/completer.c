@@ -66,6 +66,7 @@ static void rewind_cursor(struct swv_qp *qp)
 	r->rd_atomic_outstanding = 0;
 	r->pkts_since_ackreq = 0;
 	r->sr_pending = r->sr_active = false; /* the go-back-N resends that packet too */
+	r->sack_q_n = 0;		      /* and every hole a SACK map named */
 	r->rd_rereq_psn = r->una_psn;	      /* and asks for every READ response again */
 	r->rd_far = false;
 	struct swv_send_wqe *w = head_wqe(qp);
@@ -222,6 +223,75 @@ static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
 		cwnd_halve(&qp->req);
 		rewind_cursor(qp);
 	}
+}
+
+/* A SACK map (docs/wire.md, "Selective ACK"; docs/responder.md, "Retry rules") whose
+ * first missing PSN, base, lies in the head SEND/WRITE: base (only for a sequence NAK,
+ * nak) and every SEND/WRITE PSN the map shows missing below the highest PSN it holds
+ * are queued for resending at once (swv_req_run), each unless it was resent that way
+ * within the hold-off (it is still on its way: each hole goes out once per round trip,
+ * however many maps name it). The retry is the NAK's, as for a plain one, and spent
+ * only when base goes out again; the other holes ride along free, at most a window
+ * per hold-off, and the ACK timeout still runs. The map only makes resends sooner:
+ * PSNs past the cursor (sent anyway) or past what was sent are ignored, and nothing
+ * completes but by the cumulative ACK. */
+static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t psn, bool nak)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t top = 0, i = qp->sq.head;
+	uint32_t now_us = (uint32_t)(swv_now_ns() / 1000);
+	uint32_t hold_us = (uint32_t)(implied_holdoff_ns(qp) / 1000);
+	uint32_t limit = swv_req_cursor_psn(qp);
+
+	if (nak)
+		r->n_sack_naks++;
+	for (uint32_t b = 0; b < pkt->sack_len * 8u; b++)
+		if (pkt->sack_map[b / 8] >> (b % 8) & 1)
+			top = b + 1;
+	for (uint32_t b = nak ? 0 : 1; b <= top; b++) {
+		/* b = 0 is psn itself; b > 0 is map bit b - 1, PSN psn + b */
+		if (b && pkt->sack_map[(b - 1) / 8] >> ((b - 1) % 8) & 1)
+			continue;
+		uint32_t q = swv_psn_add(psn, b);
+		if (swv_psn_cmp(q, limit) >= 0 || swv_psn_cmp(q, r->sent_psn) >= 0)
+			break;
+		struct swv_send_wqe *w = NULL;
+		for (; i != r->started; i++) {
+			w = swv_wq_slot(&qp->sq, i);
+			if (w->npkts && swv_psn_cmp(q, w->last_psn) <= 0)
+				break;
+		}
+		if (i == r->started)
+			break;
+		if (swv_psn_cmp(q, w->first_psn) < 0 || is_rd_atomic(w->opcode) ||
+		    w->state != SWV_WQE_STARTED)
+			continue;
+		uint32_t slot = q & (SWV_MAX_UNACKED_PSNS - 1);
+		if (r->sack_tag[slot] == (q | SWV_RD_SEEN) && now_us - r->sack_us[slot] < hold_us)
+			continue;
+		if (r->sack_q_n == SWV_MAX_UNACKED_PSNS)
+			break;
+		if (q == psn && !retry_charge(qp, "sequence NAK, SACK"))
+			return;
+		r->sack_q[r->sack_q_n++] = q;
+		r->sack_tag[slot] = q | SWV_RD_SEEN;
+		r->sack_us[slot] = now_us;
+		if (r->rtt_at && swv_psn_cmp(q, r->rtt_psn) <= 0)
+			r->rtt_at = 0; /* Karn: the ACK that would time it now answers a resend */
+	}
+}
+
+/* An ACK with a map: the responder holds packets past psn + 1, the gap its NAK named
+ * (or, for the update it sends between NAKs, the PSN the NAK already acknowledged up
+ * to); the holes opened since go out now. */
+static void sack_ack(struct swv_qp *qp, const struct swv_pkt *pkt)
+{
+	struct swv_req_state *r = &qp->req;
+	struct swv_send_wqe *w = head_wqe(qp);
+	uint32_t gap = swv_psn_add(pkt->psn, 1);
+	if (w && !is_rd_atomic(w->opcode) && !r->rnr_until && !r->sr_gbn_left &&
+	    swv_psn_cmp(gap, w->first_psn) >= 0 && swv_psn_cmp(gap, w->last_psn) <= 0)
+		sack_resend(qp, pkt, gap, false);
 }
 
 /* ------------------------------------------------- selective repeat for READ responses */
@@ -526,6 +596,8 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				*progress = true;
 			}
 		}
+		if (pkt->sack_map)
+			sack_ack(qp, pkt);
 		return;
 
 	case 0x20: { /* RNR NAK: the request at psn found no receive WQE */
@@ -629,6 +701,10 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			}
 			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(psn, w->last_psn) <= 0) {
+				if (!r->sr_gbn_left && pkt->sack_map) {
+					sack_resend(qp, pkt, psn, true);
+					return;
+				}
 				if (!r->sr_gbn_left) {
 					retry_selective(qp, psn);
 					return;
@@ -863,6 +939,15 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
 	 * or stale packet. */
+	if (pkt->opcode == SWV_OP_ACK && (pkt->aeth_syndrome & 0x60) == 0 && pkt->sack_map &&
+	    swv_psn_add(pkt->psn, 1) == r->una_psn) {
+		/* the responder's map update, an ACK for ePSN - 1: the NAK before it moved
+		 * una to ePSN already, so it acknowledges nothing; only its map is news */
+		sack_ack(qp, pkt);
+		swv_req_run(qp);
+		swv_req_update_timer(qp);
+		return;
+	}
 	if (swv_psn_cmp(pkt->psn, r->una_psn) < 0 || swv_psn_cmp(pkt->psn, r->sent_psn) >= 0) {
 		/* Not even a READ response the peer keeps replaying restarts the ACK
 		 * timeout: only progress does, so answers that never help (a replay of

@@ -89,12 +89,32 @@ static uint32_t crc_masked_hdr(const uint8_t *hdr, size_t hdr_len)
 
 static const uint8_t zero_pad[3];
 
+/* The opcodes that carry a SACK map when SWV_BTH_SACK is set: ACKNOWLEDGE (RC, XRC). */
+static bool sack_carrier(uint32_t flags)
+{
+	return (flags & SWV_OPF_ACK) && !(flags & SWV_HDR_ATMACK);
+}
+
+static bool sack_len_ok(size_t len)
+{
+	return len >= 4 && len <= SWV_SACK_MAX_LEN && !(len & 3);
+}
+
+/* Whether paylen bytes may follow the headers of an opcode with these flags: a payload,
+ * or an ACKNOWLEDGE's SACK map (sack: the bit is set; a map needs it). */
+static bool body_ok(uint32_t flags, bool sack, uint32_t paylen)
+{
+	if (sack_carrier(flags) && sack)
+		return sack_len_ok(paylen);
+	return !paylen || (flags & SWV_OPF_PAYLOAD);
+}
+
 size_t swv_pkt_wire_len(uint8_t opcode, uint32_t paylen)
 {
 	const struct swv_opcode_info *oi = swv_opcode(opcode);
 
 	if (!oi->name || (paylen && !(oi->flags & SWV_OPF_PAYLOAD)))
-		return 0;
+		return 0; /* requests and responses with payload; not an ACK's SACK map */
 	return (size_t)oi->hdr_len + paylen + pad_for(paylen) + SWV_CRC_LEN;
 }
 
@@ -104,7 +124,7 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 		return 0;
 	const struct swv_opcode_info *oi = swv_opcode(p->opcode);
 	uint32_t f = oi->flags;
-	if (!oi->name || (p->paylen && !(f & SWV_OPF_PAYLOAD)))
+	if (!oi->name || !body_ok(f, p->sack, p->paylen))
 		return 0;
 	/* 24-bit fields: refuse rather than silently truncate a caller's bug. */
 	if (p->dqpn > SWV_QPN_MASK || p->psn > SWV_PSN_MASK)
@@ -121,7 +141,8 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	put_be16(hdr + 2, p->pkey ? p->pkey : SWV_PKEY_DEFAULT);
 	hdr[4] = 0;
 	put_be24(hdr + 5, p->dqpn);
-	hdr[8] = (p->ackreq ? 0x80 : 0) | (p->placed ? SWV_BTH_PLACED : 0);
+	hdr[8] = (p->ackreq ? 0x80 : 0) | (p->placed ? SWV_BTH_PLACED : 0) |
+		 (p->sack ? SWV_BTH_SACK : 0);
 	put_be24(hdr + 9, p->psn);
 
 	/* Extension headers in wire order: XRCETH or DETH, FETH, RETH, AETH, AtomicAckETH,
@@ -182,7 +203,7 @@ int swv_pkt_crc_begin(const uint8_t *hdr, size_t hdr_len, uint32_t paylen, uint3
 	const struct swv_opcode_info *oi = swv_opcode(hdr[0]);
 	if (!oi->name || hdr_len != oi->hdr_len)
 		return EINVAL;
-	if (paylen && !(oi->flags & SWV_OPF_PAYLOAD))
+	if (!body_ok(oi->flags, hdr[8] & SWV_BTH_SACK, paylen))
 		return EINVAL;
 	if (((hdr[1] >> 4) & 3) != pad_for(paylen))
 		return EINVAL;
@@ -300,7 +321,9 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 		return EINVAL;
 	size_t body = len - hdr_len - SWV_CRC_LEN; /* payload + pad, a multiple of 4 */
 	uint8_t pad = (b1 >> 4) & 3;
-	if (!(oi->flags & SWV_OPF_PAYLOAD) && body)
+	const uint8_t b8 = __atomic_load_n(&buf[8], __ATOMIC_RELAXED);
+	const bool sack_map = sack_carrier(oi->flags) && (b8 & SWV_BTH_SACK);
+	if (sack_map ? !sack_len_ok(body) || pad : !(oi->flags & SWV_OPF_PAYLOAD) && body)
 		return EINVAL;
 	if (pad && body == 0) /* pad without payload */
 		return EINVAL;
@@ -318,8 +341,9 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 	p.padcnt = pad;
 	p.pkey = get_be16(buf + 2);
 	p.dqpn = get_be24(buf + 5);
-	p.ackreq = buf[8] & 0x80;
-	p.placed = buf[8] & SWV_BTH_PLACED;
+	p.ackreq = b8 & 0x80;
+	p.placed = b8 & SWV_BTH_PLACED;
+	p.sack = b8 & SWV_BTH_SACK;
 	p.psn = get_be24(buf + 9);
 	p.flags = oi->flags;
 
@@ -372,6 +396,12 @@ int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *o
 		return EINVAL;
 	p.payload = buf + hdr_len;
 	p.paylen = (uint32_t)(body - pad);
+	if (sack_map) {
+		p.sack_map = p.payload;
+		p.sack_len = (uint8_t)body;
+		p.payload += body;
+		p.paylen = 0;
+	}
 	if ((p.flags & SWV_HDR_DETH) && (p.deth_rsvd & SWV_DETH_MGID)) {
 		if (p.paylen < SWV_MGID_LEN)
 			return EINVAL;

@@ -21,6 +21,10 @@
 #define SWV_QPN_MASK     0xffffffu
 #define SWV_PKEY_DEFAULT 0xffff
 #define SWV_BTH_PLACED	 0x40	/* BTH byte 8: swv_pkt.placed */
+#define SWV_BTH_SACK	 0x20	/* BTH byte 8: swv_pkt.sack (docs/wire.md, "Selective ACK") */
+/* An ACKNOWLEDGE with SWV_BTH_SACK carries a map of this many bytes at most (512 PSNs
+ * past the NAK PSN: the reorder buffer's span), at least 4, a multiple of 4. */
+#define SWV_SACK_MAX_LEN 64
 #define SWV_PKEY_FULL	 0x8000 /* membership bit: full member (0 = limited) */
 
 /* IB partition rule (rxe's pkey_match): the low 15 bits (the partition) are equal
@@ -56,6 +60,15 @@ struct swv_pkt {
 	 * the packet carries none, and the responder checks and completes it as usual
 	 * without copying. */
 	bool placed;
+	/* BTH byte 8 bit 5 (reserved in IB, ignored by rxe), swverbs' selective ACK
+	 * (docs/wire.md): on an RC request, "this requester reads SACK maps"; on an
+	 * ACKNOWLEDGE, "a SACK map follows the AETH" -- sack_map[0..sack_len), bit i (byte
+	 * i / 8, bit i % 8, LSB first) set when the responder holds PSN psn + 1 + i. The
+	 * parser takes the map off the payload (paylen 0); a sender gives it as the
+	 * payload. On other opcodes the bit means nothing and is kept as read. */
+	bool sack;
+	const uint8_t *sack_map;
+	uint8_t sack_len;
 	uint8_t padcnt;
 	uint16_t pkey;
 	uint32_t dqpn, psn;

@@ -361,6 +361,7 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 		p->opcode |= SWV_OP_XRC; /* the RC operation, addressed to an XRC SRQ */
 		p->xrc_srqn = w->xrc_srqn;
 	}
+	p->sack = qp->type == IBV_QPT_RC; /* we read SACK maps (docs/wire.md) */
 	return off;
 }
 
@@ -512,6 +513,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.opcode |= SWV_OP_XRC;
 		p.xrc_srqn = w->xrc_srqn;
 	}
+	p.sack = qp->type == IBV_QPT_RC;
 	uint8_t mc[SWV_MGID_LEN + sizeof(data)];
 	if (qp->type == IBV_QPT_UD && (p.deth_rsvd & SWV_DETH_MGID)) {
 		/* To a multicast group: the MGID goes first (transport/packet.h) */
@@ -561,6 +563,7 @@ int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	p.reth_rkey = w->rkey;
 	p.reth_len = (uint32_t)SWV_MIN((uint64_t)npkts * qp->mtu, w->length - off);
 	p.ackreq = true;
+	p.sack = true;
 	if (qp->xrc == SWV_XRC_INI) {
 		p.opcode |= SWV_OP_XRC;
 		p.xrc_srqn = w->xrc_srqn;
@@ -811,7 +814,7 @@ void swv_req_post(struct swv_qp *qp)
 }
 
 /* The cursor's PSN: the next packet a (re)transmission would send. */
-static uint32_t cursor_psn_now(const struct swv_qp *qp)
+uint32_t swv_req_cursor_psn(const struct swv_qp *qp)
 {
 	const struct swv_req_state *r = &qp->req;
 	if (r->cur == qp->sq.tail)
@@ -835,7 +838,7 @@ static int resend_selective(struct swv_qp *qp, bool *sent)
 	if (!w || is_rd_atomic(w->opcode) || w->state != SWV_WQE_STARTED ||
 	    swv_psn_cmp(r->sr_psn, r->una_psn) < 0 || swv_psn_cmp(r->sr_psn, w->last_psn) > 0 ||
 	    swv_psn_cmp(r->sr_psn, w->first_psn) < 0 ||
-	    swv_psn_cmp(cursor_psn_now(qp), r->sr_psn) <= 0) {
+	    swv_psn_cmp(swv_req_cursor_psn(qp), r->sr_psn) <= 0) {
 		r->sr_active = false;
 		return 0;
 	}
@@ -852,6 +855,55 @@ static int resend_selective(struct swv_qp *qp, bool *sent)
 	r->n_sel_resends++;
 	*sent = true;
 	return 0;
+}
+
+/* Selective ACK: resend the holes a SACK map named (completer.c), in the order queued,
+ * the last with AckReq. A hole acknowledged meanwhile, at or past the cursor (a
+ * go-back-N is sending it anyway) or no longer in a SEND/WRITE in flight is skipped.
+ * Returns 0, EAGAIN (the rest stays queued), or minus a status (the WQE of that PSN
+ * failed locally: marked, or the head failed and the QP is in ERR). */
+static int resend_sacked(struct swv_qp *qp, bool *sent)
+{
+	struct swv_req_state *r = &qp->req;
+	uint32_t cursor = swv_req_cursor_psn(qp), done = 0, i = qp->sq.head;
+	int rc = 0;
+
+	for (; done < r->sack_q_n; done++) {
+		uint32_t q = r->sack_q[done];
+		if (swv_psn_cmp(q, r->una_psn) < 0 || swv_psn_cmp(q, cursor) >= 0)
+			continue;
+		struct swv_send_wqe *w = NULL;
+		if (i != r->started)
+			w = swv_wq_slot(&qp->sq, i);
+		if (!w || swv_psn_cmp(q, w->first_psn) < 0)
+			i = qp->sq.head; /* queued out of order: look from the head again */
+		for (; i != r->started; i++) {
+			w = swv_wq_slot(&qp->sq, i);
+			if (w->npkts && swv_psn_cmp(q, w->last_psn) <= 0)
+				break;
+		}
+		if (i == r->started || swv_psn_cmp(q, w->first_psn) < 0 ||
+		    is_rd_atomic(w->opcode) || w->state != SWV_WQE_STARTED)
+			continue;
+		bool ackreq = false;
+		rc = send_packet(qp, w, q, (q - w->first_psn) & SWV_PSN_MASK,
+				 done + 1 == r->sack_q_n ? SWV_MAX_PKT_PER_ACK : 0, &ackreq);
+		if (rc == EAGAIN)
+			break;
+		if (rc < 0) {
+			w->state = SWV_WQE_ERROR;
+			w->status = (uint32_t)-rc;
+			r->sack_q_n = 0;
+			if (i == qp->sq.head)
+				fail_head(qp, -rc);
+			return rc;
+		}
+		r->n_holes_resent++;
+		*sent = true;
+	}
+	memmove(r->sack_q, r->sack_q + done, (r->sack_q_n - done) * sizeof(r->sack_q[0]));
+	r->sack_q_n -= done;
+	return rc == EAGAIN ? EAGAIN : 0;
 }
 
 void swv_req_run(struct swv_qp *qp)
@@ -885,6 +937,16 @@ void swv_req_run(struct swv_qp *qp)
 			fail_head(qp, -rc);
 			return;
 		}
+	}
+
+	if (r->sack_q_n) {
+		int rc = resend_sacked(qp, &sent);
+		if (rc == EAGAIN) {
+			r->xmit_retry_at = swv_now_ns() + XMIT_RETRY_NS;
+			goto out;
+		}
+		if (qp->state == IBV_QPS_ERR)
+			return;
 	}
 
 	while (r->cur != qp->sq.tail && qp->state != IBV_QPS_ERR) {

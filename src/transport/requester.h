@@ -132,6 +132,15 @@ struct swv_req_state {
 	bool rd_hi_valid;
 	uint32_t rd_rereq_psn;
 	bool rd_far;		/* responses too far past una_psn to record were dropped */
+	/* Selective ACK (completer.c, docs/wire.md): the holes a sequence NAK's SACK map
+	 * names, queued for swv_req_run to resend (sack_q[0..sack_q_n), PSNs); slot psn
+	 * mod SWV_MAX_UNACKED_PSNS remembers when psn was last resent that way (sack_tag =
+	 * psn | SWV_RD_SEEN, sack_us = microseconds), so that each hole goes out once per
+	 * hold-off however many maps name it. */
+	uint32_t sack_q[SWV_MAX_UNACKED_PSNS];
+	uint32_t sack_q_n;
+	uint32_t sack_tag[SWV_MAX_UNACKED_PSNS];
+	uint32_t sack_us[SWV_MAX_UNACKED_PSNS];
 	bool sqd_event_pending; /* SQD entered with EN_SQD_ASYNC_NOTIFY: raise SQ_DRAINED */
 	struct swv_fc_tx fc;    /* UC: credit from the peer (transport/flowctl.h) */
 	/* UD: the destination (IPv4 << 16 | port) the link has refused (EAGAIN) since
@@ -141,6 +150,8 @@ struct swv_req_state {
 	/* statistics (for tests and swverbs-info) */
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
 	uint64_t n_sel_resends, n_sr_fallbacks, n_read_rereqs;
+	uint64_t n_sack_naks;	 /* sequence NAKs with a SACK map acted on */
+	uint64_t n_holes_resent; /* packets resent because a SACK map named them missing */
 	uint64_t n_placed; /* WRITE payloads placed directly (link/shm.h, swv_shm_direct) */
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
 };
@@ -186,6 +197,9 @@ bool swv_req_read_executed(const struct swv_qp *qp, const struct swv_send_wqe *w
  * completer.c): one READ request for that range. 0, or EAGAIN (the link refused it:
  * as lost). */
 int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t npkts);
+/* The PSN of the next packet the transmit cursor sends (PSNs before it went out at
+ * least once since the last rewind). */
+uint32_t swv_req_cursor_psn(const struct swv_qp *qp);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 

@@ -195,6 +195,8 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	p.atmack_orig = atomic_orig;
 	p.payload = payload;
 	p.paylen = paylen;
+	/* an ACKNOWLEDGE with a body carries a SACK map (rc_seq_nak) */
+	p.sack = (opcode & SWV_OP_OPERATION_MASK) == SWV_OP_ACK && paylen;
 	hlen = swv_pkt_build_hdr(hdr, &p);
 	if (!hlen) {
 		swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn, opcode);
@@ -736,6 +738,7 @@ static void rob_free(struct swv_resp_state *s)
 		free(s->rob->slot[i]);
 	free(s->rob);
 	s->rob = NULL;
+	s->sack_dirty = false;
 }
 
 enum rob_keep { ROB_DROP, ROB_KEPT, ROB_DUP };
@@ -774,6 +777,8 @@ static enum rob_keep rob_keep(struct swv_resp_state *s, const struct swv_pkt *pk
 		memcpy(e->data, pkt->payload, pkt->paylen);
 	e->pkt.payload = pkt->paylen ? e->data : NULL;
 	*sl = e;
+	if (s->rob->count && swv_psn_diff(pkt->psn, s->rob->hi_psn) > 1)
+		s->sack_dirty = true; /* a hole past what was kept: news for a SACK map */
 	if (!s->rob->count++ || swv_psn_cmp(pkt->psn, s->rob->hi_psn) > 0)
 		s->rob->hi_psn = pkt->psn;
 	s->stats.rob_kept++;
@@ -906,16 +911,64 @@ static void rc_ack(struct swv_qp *qp, uint32_t psn)
 	}
 }
 
+/* The SACK map of what the reorder buffer holds past epsn (docs/wire.md): bit i for
+ * PSN epsn + 1 + i, as many 32-bit words as reach the highest PSN held. 0 when it
+ * holds nothing. */
+static uint32_t rob_sack_map(const struct swv_resp_state *s, uint8_t map[SWV_SACK_MAX_LEN])
+{
+	uint32_t top = 0;
+
+	memset(map, 0, SWV_SACK_MAX_LEN);
+	if (!s->rob || !s->rob->count)
+		return 0;
+	for (uint32_t i = 0; i + 1 < SWV_ROB_SLOTS && i < SWV_SACK_MAX_LEN * 8; i++) {
+		uint32_t psn = swv_psn_add(s->epsn, i + 1);
+		const struct swv_rob_ent *e = s->rob->slot[psn & (SWV_ROB_SLOTS - 1)];
+
+		if (e && e->pkt.psn == psn) {
+			map[i / 8] |= (uint8_t)(1u << (i % 8));
+			top = i + 1;
+		}
+	}
+	return top ? (top + 31) / 32 * 4 : 0;
+}
+
+/* The update of a SACK map between NAKs: an ACK for epsn - 1 (true: nothing past it
+ * executed) with the map of what is kept past epsn. */
+static void rc_sack_ack(struct swv_qp *qp)
+{
+	struct swv_resp_state *s = &qp->resp;
+	uint8_t map[SWV_SACK_MAX_LEN];
+	uint32_t len = rob_sack_map(s, map);
+
+	if (!len)
+		return;
+	s->stats.sack_acks++;
+	s->sack_dirty = false;
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, swv_psn_add(s->epsn, SWV_PSN_MASK), SWV_AETH_ACK,
+		      0, map, len);
+}
+
+/* A sequence NAK for epsn; to a peer that reads them, with the map of what is kept past
+ * it, so that it resends every hole at once instead of one per round trip. */
 static void rc_seq_nak(struct swv_qp *qp, bool again)
 {
 	struct swv_resp_state *s = &qp->resp;
+	uint8_t map[SWV_SACK_MAX_LEN];
+	uint32_t len = s->peer_sack ? rob_sack_map(s, map) : 0;
 
-	swv_log(SWV_LOG_DEBUG, "responder: qp %#x expected psn %#x: NAK%s\n", qp->qpn, s->epsn,
-		again ? " (again)" : "");
+	swv_log(SWV_LOG_DEBUG, "responder: qp %#x expected psn %#x: NAK%s%s\n", qp->qpn, s->epsn,
+		again ? " (again)" : "", len ? " with SACK map" : "");
 	s->nak_sent = true;
 	s->seq_nak = true;
 	s->stats.seq_naks++;
-	resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+	if (!len) {
+		resp_ack(qp, SWV_AETH_NAK_PSN, s->epsn);
+		return;
+	}
+	s->stats.sack_naks++;
+	s->sack_dirty = false;
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, s->epsn, SWV_AETH_NAK_PSN, 0, map, len);
 }
 
 static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
@@ -935,6 +988,7 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		 * of that very packet) come at once, where the requester takes the second NAK for a
 		 * copy of the first. */
 		enum rob_keep k = ROB_DROP;
+		bool news = s->sack_dirty;
 
 		if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE | SWV_RQ_READ)) &&
 		    (!s->nak_sent || s->seq_nak))
@@ -944,6 +998,14 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		if (!s->nak_sent || again) {
 			rc_seq_nak(qp, again);
 			s->nak_first_psn = pkt->psn;
+		} else if (k == ROB_KEPT && pkt->ackreq && s->seq_nak && s->peer_sack && news) {
+			/* the requester asks for an answer (the end of a message or burst)
+			 * and a hole opened since the last map, before the packet before
+			 * this one (one packet of reordering is not taken for a hole): the
+			 * map as it is now, on an ACK (a NAK would read as the responder
+			 * asking for epsn again) -- holes the NAK, sent at the gap, could
+			 * not know yet */
+			rc_sack_ack(qp);
 		} else if (k == ROB_DROP) {
 			s->stats.dropped++;
 		}
@@ -1210,6 +1272,8 @@ void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct
 	}
 	switch (qp->type) {
 	case IBV_QPT_RC:
+		if (pkt->sack)
+			qp->resp.peer_sack = true;
 		rc_rx(qp, pkt, cls);
 		break;
 	case IBV_QPT_UC:

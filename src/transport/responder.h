@@ -55,6 +55,8 @@ struct swv_resp_stats {
 	uint64_t rob_full;	/* ... too far ahead of epsn to keep (dropped) */
 	uint64_t rob_drained;	/* kept packets executed once the gap before them filled */
 	uint64_t placed;	/* WRITEs whose bytes the sender placed (swv_pkt.placed) */
+	uint64_t sack_naks;	/* sequence NAKs sent with a SACK map (docs/wire.md) */
+	uint64_t sack_acks;	/* ACKs sent with one (an update between NAKs) */
 };
 
 /* RC reorder buffer (docs/responder.md, "Reorder buffer"): SEND/WRITE request packets
@@ -77,6 +79,11 @@ struct swv_resp_state {
 	bool nak_sent;        /* sequence (or RNR) NAK sent: drop later PSNs until epsn arrives */
 	bool seq_nak;         /* ... and it was a sequence NAK */
 	uint32_t nak_first_psn; /* the PSN that drew that NAK (rc_rx: when to NAK again) */
+	/* RC: the peer's requests carry SWV_BTH_SACK (it reads SACK maps): sequence NAKs
+	 * carry the reorder buffer's map (docs/wire.md, "Selective ACK"). Never for a
+	 * peer that did not say so (rxe). */
+	bool peer_sack;
+	bool sack_dirty;      /* a hole opened in the reorder buffer since the last SACK map */
 	bool drop_msg;        /* UC: discard packets until the next FIRST/ONLY */
 	/* in-progress inbound message */
 	uint8_t last_opcode;  /* opcode of the last executed packet; 0xff = none */

@@ -49,7 +49,12 @@ static int same_fields(const struct swv_pkt *a, const struct swv_pkt *b)
 	uint32_t f = a->flags;
 	if (a->opcode != b->opcode || a->flags != b->flags || a->se != b->se ||
 	    a->migreq != b->migreq || a->ackreq != b->ackreq || a->padcnt != b->padcnt ||
-	    a->dqpn != b->dqpn || a->psn != b->psn || a->paylen != b->paylen)
+	    a->dqpn != b->dqpn || a->psn != b->psn || a->paylen != b->paylen ||
+	    a->placed != b->placed || a->sack != b->sack)
+		return 0;
+	/* an ACKNOWLEDGE's SACK map (packet.h) */
+	if (!a->sack_map != !b->sack_map || a->sack_len != b->sack_len ||
+	    (a->sack_map && memcmp(a->sack_map, b->sack_map, a->sack_len)))
 		return 0;
 	/* pkey 0 is invalid in IB and sent as the default (packet.h) */
 	if ((a->pkey ? a->pkey : SWV_PKEY_DEFAULT) != (b->pkey ? b->pkey : SWV_PKEY_DEFAULT))
@@ -80,6 +85,13 @@ static int same_fields(const struct swv_pkt *a, const struct swv_pkt *b)
 	return a->paylen == 0 || memcmp(a->payload, b->payload, a->paylen) == 0;
 }
 
+/* The opcodes whose SWV_BTH_SACK bit means "a SACK map follows" (packet.h): ACKNOWLEDGE. */
+static int sack_carrier(uint8_t opcode)
+{
+	uint32_t f = swv_opcode(opcode)->flags;
+	return (f & SWV_OPF_ACK) && !(f & SWV_HDR_ATMACK);
+}
+
 /* Build p into a datagram (header | payload | pad | CRC) and parse it back into *out.
  * Returns the datagram length, 0 if the builder refused p. */
 static size_t build(const struct swv_pkt *p, uint8_t *dgram, size_t room, struct swv_pkt *out)
@@ -98,7 +110,8 @@ static size_t build(const struct swv_pkt *p, uint8_t *dgram, size_t room, struct
 	size_t len = hl + p->paylen + tl;
 	if (len > room)
 		FAIL("built %zu bytes, room %zu", len, room);
-	if (swv_pkt_wire_len(p->opcode, p->paylen) != len)
+	/* wire_len sizes requests and responses; an ACK's map is not a payload */
+	if (!(p->sack && sack_carrier(p->opcode)) && swv_pkt_wire_len(p->opcode, p->paylen) != len)
 		FAIL("opcode %#x: wire_len %zu, built %zu", p->opcode,
 		     swv_pkt_wire_len(p->opcode, p->paylen), len);
 	memcpy(dgram, hdr, hl);
@@ -127,9 +140,20 @@ static void check_parsed(const uint8_t *buf, size_t len, const struct swv_pkt *p
 		FAIL("an MGID where there is none");
 	if (!p->mgid && (oi->flags & SWV_HDR_DETH) && (p->deth_rsvd & SWV_DETH_MGID))
 		FAIL("the MGID bit without an MGID");
-	if (p->payload != buf + oi->hdr_len + mgid)
+	/* an ACKNOWLEDGE with the SACK bit has a 4..64-byte map after the AETH and no
+	 * payload; no other packet has a map */
+	size_t map = p->sack_map ? p->sack_len : 0;
+	if (p->sack_map &&
+	    (!sack_carrier(p->opcode) || !p->sack || p->sack_map != buf + oi->hdr_len || map < 4 ||
+	     map > SWV_SACK_MAX_LEN || map % 4 || p->paylen || p->padcnt))
+		FAIL("a SACK map where there is none, or malformed");
+	if (!p->sack_map && sack_carrier(p->opcode) && p->sack)
+		FAIL("the SACK bit on an ACK without a map");
+	if (p->sack != !!(buf[8] & SWV_BTH_SACK) || p->placed != !!(buf[8] & SWV_BTH_PLACED))
+		FAIL("BTH byte 8 bits not as parsed");
+	if (p->payload != buf + oi->hdr_len + mgid + map)
 		FAIL("payload does not start after the headers");
-	if ((size_t)oi->hdr_len + mgid + p->paylen + p->padcnt + SWV_CRC_LEN != len)
+	if ((size_t)oi->hdr_len + mgid + map + p->paylen + p->padcnt + SWV_CRC_LEN != len)
 		FAIL("payload %u + pad %u does not fill the datagram", p->paylen, p->padcnt);
 	if (p->paylen && !(oi->flags & SWV_OPF_PAYLOAD))
 		FAIL("payload on an opcode without one");
@@ -155,6 +179,10 @@ static void round_trip(const struct swv_pkt *p)
 	if (p->mgid) {
 		b.payload = p->mgid;
 		b.paylen += SWV_MGID_LEN;
+	}
+	if (p->sack_map) { /* and an ACK's SACK map as its payload */
+		b.payload = p->sack_map;
+		b.paylen = p->sack_len;
 	}
 	if (!build(&b, dgram, sizeof(dgram), &q))
 		FAIL("opcode %#x: the builder refuses a packet the parser accepted", p->opcode);
@@ -228,6 +256,9 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	p.ieth_rkey = (uint32_t)take(&d, &n, 4);
 	p.feth = (uint32_t)take(&d, &n, 4);
 	p.xrc_srqn = (uint32_t)take(&d, &n, 4) & ((bits & 128) ? 0x1ffffffu : 0xffffffu);
+	uint8_t bits2 = (uint8_t)take(&d, &n, 1);
+	p.placed = bits2 & 1;
+	p.sack = bits2 & 2;
 	p.payload = d;
 	p.paylen = (uint32_t)(n > 4096 ? 4096 : n);
 	/* DETH's MGID bit (packet.h) frames the first SWV_MGID_LEN payload bytes as the
@@ -239,11 +270,17 @@ static void build_from_fields(const uint8_t *d, size_t n)
 		mgid = 0;
 	}
 
+	/* SWV_BTH_SACK on an ACKNOWLEDGE: the payload given is its SACK map, 4..64 bytes in
+	 * whole words (packet.h); the builder refuses any other length, and a body
+	 * without the bit */
+	int map = swv_opcode_supported(p.opcode) && sack_carrier(p.opcode) && p.sack;
+	int body_ok = map ? p.paylen >= 4 && p.paylen <= SWV_SACK_MAX_LEN && p.paylen % 4 == 0
+			  : !p.paylen || (swv_opcode(p.opcode)->flags & SWV_OPF_PAYLOAD);
+
 	size_t len = build(&p, dgram, sizeof(dgram), &q);
 	int valid =
-	    swv_opcode_supported(p.opcode) &&
-	    (!p.paylen || (swv_opcode(p.opcode)->flags & SWV_OPF_PAYLOAD)) &&
-	    p.dqpn <= SWV_QPN_MASK && p.psn <= SWV_PSN_MASK &&
+	    swv_opcode_supported(p.opcode) && body_ok && p.dqpn <= SWV_QPN_MASK &&
+	    p.psn <= SWV_PSN_MASK &&
 	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_DETH) || p.deth_sqpn <= SWV_QPN_MASK) &&
 	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_XRCETH) || p.xrc_srqn <= SWV_QPN_MASK) &&
 	    (!(swv_opcode(p.opcode)->flags & SWV_HDR_AETH) || p.aeth_msn <= 0xffffff);
@@ -259,6 +296,16 @@ static void build_from_fields(const uint8_t *d, size_t n)
 	if (mgid) {
 		p.payload += SWV_MGID_LEN;
 		p.paylen -= SWV_MGID_LEN;
+	}
+	if (map) {
+		if (!q.sack_map || q.sack_len != p.paylen ||
+		    memcmp(q.sack_map, p.payload, p.paylen))
+			FAIL("opcode %#x: the SACK map did not come back", p.opcode);
+		p.sack_map = p.payload;
+		p.sack_len = (uint8_t)p.paylen;
+		p.payload += p.paylen;
+		p.paylen = 0;
+		p.padcnt = 0;
 	}
 	if (!same_fields(&p, &q))
 		FAIL("opcode %#x: fields changed in parse(build(x))", p.opcode);

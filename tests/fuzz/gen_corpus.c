@@ -95,6 +95,36 @@ static void packet_seeds(void)
 			write_file("fuzz_packet", name, d, build(d, &p));
 		}
 	}
+	/* Selective ACK (packet.h): a sequence NAK with the shortest and the longest SACK
+	 * map, an ACK with one, and a request carrying the bit. */
+	static const uint32_t maps[] = {4, SWV_SACK_MAX_LEN};
+	for (unsigned m = 0; m < 3; m++) {
+		struct swv_pkt p = {.opcode = SWV_OP_RC | SWV_OP_ACK,
+				    .pkey = SWV_PKEY_DEFAULT,
+				    .dqpn = 0xc0de01,
+				    .psn = 0x123456,
+				    .aeth_syndrome = m < 2 ? 0x60 : 0x1f,
+				    .aeth_msn = 7,
+				    .sack = true,
+				    .payload = pay,
+				    .paylen = maps[m % 2]};
+		char name[96];
+		snprintf(name, sizeof(name), "RC_ACKNOWLEDGE-sack-%s-%u", m < 2 ? "nak" : "ack",
+			 p.paylen);
+		write_file("fuzz_packet", name, d, build(d, &p));
+	}
+	struct swv_pkt w = {.opcode = SWV_OP_RC | SWV_OP_WRITE_ONLY,
+			    .ackreq = true,
+			    .sack = true,
+			    .pkey = SWV_PKEY_DEFAULT,
+			    .dqpn = 0xc0de01,
+			    .psn = 0x123456,
+			    .reth_va = 0x10002100,
+			    .reth_rkey = 0x5a5a0001,
+			    .reth_len = 13,
+			    .payload = pay,
+			    .paylen = 13};
+	write_file("fuzz_packet", "RC_RDMA_WRITE_ONLY-sack-13", d, build(d, &w));
 }
 
 /* ---- fuzz_qp_rx ---- */
@@ -275,6 +305,32 @@ static void qp_rx_seeds(void)
 	p = ack(SWV_OP_ACK, 4, 0x60 | 2, 1, 0);
 	rec(rc | flush, &p);
 	done("rc_naks");
+
+	/* Selective ACK: requests that say they read SACK maps; a sequence NAK with a map
+	 * naming holes, an ACK with a map, a map reaching past what was sent. */
+	for (uint32_t psn = 0; psn < 4; psn++) {
+		p = req(SWV_OP_SEND_ONLY, psn == 0 ? 0 : psn + 1, 16);
+		p.sack = true;
+		rec(rc, &p);
+	}
+	{
+		static uint8_t map[SWV_SACK_MAX_LEN];
+		map[0] = 0x05;
+		map[SWV_SACK_MAX_LEN - 1] = 0x80;
+		p = ack(SWV_OP_ACK, 1, 0x60, 0, 4);
+		p.sack = true;
+		p.payload = map;
+		rec(rc | flush, &p);
+		p = ack(SWV_OP_ACK, 2, 0x00, 1, 8);
+		p.sack = true;
+		p.payload = map;
+		rec(rc | flush, &p);
+		p = ack(SWV_OP_ACK, 3, 0x60, 2, SWV_SACK_MAX_LEN);
+		p.sack = true;
+		p.payload = map;
+		rec(rc | flush, &p);
+	}
+	done("rc_sack");
 	p = ack(SWV_OP_ACK, 0, 0x60 | 1, 0, 0);
 	rec(rc | flush, &p);
 	done("rc_nak_invalid");

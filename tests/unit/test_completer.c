@@ -34,6 +34,7 @@
 static uint32_t tx_psn[8192];
 static bool tx_ackreq[8192];
 static uint32_t tx_reth_len[8192]; /* READ requests: the length asked for */
+static bool tx_sack[8192];	   /* the request said it reads SACK maps */
 static int ntx;
 static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
@@ -56,6 +57,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p), 0);
 	CHECK(ntx < (int)SWV_ARRAY_SIZE(tx_psn));
 	tx_ackreq[ntx] = p.ackreq;
+	tx_sack[ntx] = p.sack;
 	tx_reth_len[ntx] = p.reth_len;
 	tx_psn[ntx++] = p.psn;
 	return 0;
@@ -228,6 +230,31 @@ static void respond(uint32_t psn, uint8_t syndrome)
 	p.flags = swv_opcode(p.opcode)->flags;
 	p.psn = psn;
 	p.aeth_syndrome = syndrome;
+	swv_comp_rx(qp, &p);
+}
+
+/* The same with a SACK map (docs/wire.md): map bit i for PSN first + 1 + i, where
+ * first is the NAK's PSN, or the ACK's PSN + 1; the listed PSNs are set. */
+static void respond_sack(uint32_t psn, uint8_t syndrome, uint32_t len, const uint32_t *held,
+			 int nheld)
+{
+	static uint8_t map[SWV_SACK_MAX_LEN];
+	struct swv_pkt p;
+	uint32_t first = syndrome == 0x60 ? psn : psn + 1;
+	memset(map, 0, sizeof(map));
+	for (int i = 0; i < nheld; i++) {
+		uint32_t b = held[i] - first - 1;
+		CHECK(b < len * 8);
+		map[b / 8] |= (uint8_t)(1u << (b % 8));
+	}
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | SWV_OP_ACK;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = psn;
+	p.aeth_syndrome = syndrome;
+	p.sack = true;
+	p.sack_map = map;
+	p.sack_len = (uint8_t)len;
 	swv_comp_rx(qp, &p);
 }
 
@@ -1081,6 +1108,147 @@ static void test_read_past_window(void)
 	CHECK_EQ(qp->req.n_probes, 0u);
 }
 
+/* Selective ACK: a sequence NAK with a map makes the requester resend every hole the
+ * map shows (below the highest PSN held) at once, each once, the last with AckReq, for
+ * one retry; a copy of it resends nothing; an ACK with a map later resends only the
+ * hole it adds, for no retry; everything completes only on the cumulative ACK. */
+static void test_sack_holes(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	CHECK_EQ(ntx, (int)(3 * NWQE));
+	for (int i = 0; i < ntx; i++)
+		CHECK(tx_sack[i]); /* every RC request says it reads maps */
+	/* +4 lost, +5 and +7 too; +6, +8, +9 held (+10, +11 not yet arrived) */
+	const uint32_t held[] = {PSN0 + 6, PSN0 + 8, PSN0 + 9};
+	respond_sack(PSN0 + 4, 0x60, 4, held, 3);
+	CHECK_EQ(ncomps, 1); /* WQE 0, by the NAK's cumulative part */
+	CHECK_EQ(ntx, (int)(3 * NWQE) + 3);
+	CHECK_EQ(tx_psn[ntx - 3], PSN0 + 4);
+	CHECK_EQ(tx_psn[ntx - 2], PSN0 + 5);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 7);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req.n_holes_resent, 3u);
+	CHECK_EQ(qp->req.n_sack_naks, 1u);
+	/* a copy (or a NAK again within the round trip): nothing more */
+	int sent = ntx;
+	respond_sack(PSN0 + 4, 0x60, 4, held, 3);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(qp->req.retry_left, 2);
+	/* +4, +5 arrived: the ACK for +6 says +8, +9, +11 are held, so +10 is a new hole;
+	 * +7 was resent already */
+	const uint32_t held2[] = {PSN0 + 8, PSN0 + 9, PSN0 + 11};
+	respond_sack(PSN0 + 6, 0x00, 4, held2, 3);
+	CHECK_EQ(ncomps, 2); /* WQE 1 (+3..+5) */
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 10);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 3); /* progress; the ACK's hole took no retry */
+	for (uint32_t psn = PSN0 + 4; psn < PSN0 + 3 * NWQE; psn++)
+		CHECK_EQ(count_tx(psn),
+			 psn == PSN0 + 4 || psn == PSN0 + 5 || psn == PSN0 + 7 || psn == PSN0 + 10
+			     ? 2
+			     : 1);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
+}
+
+/* The responder's update between NAKs is an ACK for ePSN - 1, one below una once the
+ * NAK moved una to ePSN: taken for its map (the hole it adds goes out, for no retry),
+ * not dropped as a stale ACK. */
+static void test_sack_update(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	const uint32_t held[] = {PSN0 + 5};
+	respond_sack(PSN0 + 4, 0x60, 4, held, 1); /* the NAK at the gap knows +5 only */
+	CHECK_EQ(qp->req.una_psn, PSN0 + 4);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	CHECK_EQ(qp->req.retry_left, 2);
+	int sent = ntx;
+	const uint32_t held2[] = {PSN0 + 5, PSN0 + 7, PSN0 + 8};
+	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 6);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(ncomps, 1);
+	/* the same update again (a copy): nothing */
+	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
+	CHECK_EQ(ntx, sent + 1);
+	/* a plain ACK for una - 1 stays a stale one */
+	respond(PSN0 + 3, 0x1f);
+	CHECK_EQ(ntx, sent + 1);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+}
+
+/* After the hold-off, a NAK with a map for the same PSN is the responder asking again
+ * (the resends were lost): every hole goes out again, for a retry; with retries
+ * exhausted the head fails as with plain NAKs. */
+static void test_sack_again(void)
+{
+	setup(1, 7);
+	swv_req_run(qp);
+	const uint32_t held[] = {PSN0 + 6};
+	respond_sack(PSN0 + 4, 0x60, 4, held, 1);
+	CHECK_EQ(qp->req.retry_left, 0);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	CHECK_EQ(count_tx(PSN0 + 5), 2);
+	int sent = ntx;
+	qp->req.seq_nak_at -= 1000000000ull; /* past the copy hold-off */
+	for (uint32_t i = 0; i < SWV_MAX_UNACKED_PSNS; i++)
+		qp->req.sack_us[i] -= 1000000u;
+	respond_sack(PSN0 + 4, 0x60, 4, held, 1);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(comps[ncomps - 1].wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* A map from a hostile or broken peer only makes resends sooner: PSNs past what was
+ * sent, a map from a NAK for a PSN already acknowledged, a map claiming everything is
+ * held -- nothing completes without the cumulative ACK, nothing unsent goes out. */
+static void test_sack_bad_map(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 3, 0x1f); /* WQE 0 and +3 done */
+	CHECK_EQ(ncomps, 1);
+	int sent = ntx;
+	/* a map naming +4 + 512 (past the window) and nothing else: the holes are the PSNs
+	 * in flight, each once; nothing past +11 */
+	const uint32_t far[] = {PSN0 + 4 + 512};
+	respond_sack(PSN0 + 4, 0x60, SWV_SACK_MAX_LEN, far, 1);
+	CHECK_EQ(ntx, sent + 8); /* +4 .. +11 */
+	for (int i = sent; i < ntx; i++)
+		CHECK(swv_psn_cmp(tx_psn[i], PSN0 + 3 * NWQE) < 0);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(qp->req.retry_left, 2);
+	/* old PSNs: an ACK or NAK with a map below una is stale and ignored */
+	sent = ntx;
+	const uint32_t old[] = {PSN0 + 2};
+	respond_sack(PSN0 + 1, 0x60, 4, old, 1);
+	respond_sack(PSN0, 0x00, 4, old, 1);
+	CHECK_EQ(ntx, sent);
+	CHECK_EQ(ncomps, 1);
+	/* a map claiming all is held completes nothing */
+	setup(3, 7);
+	swv_req_run(qp);
+	const uint32_t all[] = {PSN0 + 5, PSN0 + 6,  PSN0 + 7, PSN0 + 8,
+				PSN0 + 9, PSN0 + 10, PSN0 + 11};
+	respond_sack(PSN0 + 4, 0x60, 4, all, 7);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(count_tx(PSN0 + 4), 2);
+	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 12; psn++)
+		CHECK_EQ(count_tx(psn), 1);
+	CHECK_EQ(qp->req.una_psn, PSN0 + 4);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -1111,6 +1279,10 @@ int main(void)
 	test_selective_probe_unmeasured();
 	test_ud_refused_drop();
 	test_probe_answer_no_fallback();
+	test_sack_holes();
+	test_sack_update();
+	test_sack_again();
+	test_sack_bad_map();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);

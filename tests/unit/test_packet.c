@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "transport/auth.h"
 #include "transport/crc.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -650,6 +651,99 @@ static void test_mgid(void)
 	CHECK_EQ(q.paylen, 20);
 }
 
+/* Selective ACK (docs/wire.md): an ACKNOWLEDGE with SWV_BTH_SACK carries a 4..64-byte
+ * map after the AETH, taken off the payload by the parser and covered by the CRC; the
+ * bit alone on a request is a flag; a body on an ACK without it, or a map of a wrong
+ * length, is malformed. */
+static void test_sack(void)
+{
+	uint8_t op[2] = {SWV_OP_RC | SWV_OP_ACK, SWV_OP_XRC | SWV_OP_ACK};
+	for (int o = 0; o < 2; o++) {
+		for (uint32_t len = 0; len <= SWV_SACK_MAX_LEN + 8; len++) {
+			struct swv_pkt p, q;
+			random_fields(&p, op[o], 0);
+			p.sack = true;
+			p.aeth_syndrome = 0x60;
+			p.paylen = len;
+			size_t n = build(pkt, &p, payload_src);
+			bool ok = len >= 4 && len <= SWV_SACK_MAX_LEN && len % 4 == 0;
+			CHECK_EQ(n > 0, ok);
+			if (!ok)
+				continue;
+			CHECK_EQ(n, (size_t)SWV_BTH_LEN + SWV_AETH_LEN + len + SWV_CRC_LEN);
+			CHECK_EQ(pkt[8] & SWV_BTH_SACK, SWV_BTH_SACK);
+			CHECK_OK(swv_pkt_parse(pkt, n, &q));
+			CHECK(q.sack);
+			CHECK(q.sack_map == pkt + SWV_BTH_LEN + SWV_AETH_LEN);
+			CHECK_EQ(q.sack_len, len);
+			CHECK(memcmp(q.sack_map, payload_src, len) == 0);
+			CHECK_EQ(q.paylen, 0);
+			CHECK_EQ(q.aeth_syndrome, 0x60);
+			CHECK_EQ(q.psn, p.psn);
+			/* the CRC covers the map */
+			pkt[n - SWV_CRC_LEN - 1] ^= 1;
+			CHECK_EQ(swv_pkt_parse(pkt, n, &q), EBADMSG);
+		}
+	}
+	struct swv_pkt p, q;
+	/* authenticated mode: the MAC covers the map and the bit */
+	struct swv_sip_key key = {.k0 = 0x0706050403020100ull, .k1 = 0x0f0e0d0c0b0a0908ull};
+	random_fields(&p, SWV_OP_RC | SWV_OP_ACK, 0);
+	p.sack = true;
+	p.paylen = 12;
+	size_t h = swv_pkt_build_hdr(pkt, &p);
+	CHECK(h > 0);
+	memcpy(pkt + h, payload_src, 12);
+	size_t t = swv_pkt_build_tail_mac(&key, pkt, h, payload_src, 12, pkt + h + 12);
+	CHECK_EQ(t, SWV_CRC_LEN);
+	size_t m = h + 12 + t;
+	CHECK(swv_pkt_mac_ok(&key, pkt, m));
+	CHECK_OK(swv_pkt_parse_ex(pkt, m, true, &q));
+	CHECK_EQ(q.sack_len, 12);
+	pkt[h + 5] ^= 0x10; /* a hole made to look held */
+	CHECK(!swv_pkt_mac_ok(&key, pkt, m));
+	pkt[h + 5] ^= 0x10;
+	pkt[8] ^= SWV_BTH_SACK;
+	CHECK(!swv_pkt_mac_ok(&key, pkt, m));
+	/* no map: the bit is needed for a body, and a body for the bit */
+	random_fields(&p, SWV_OP_RC | SWV_OP_ACK, 0);
+	p.paylen = 8;
+	CHECK_EQ(swv_pkt_build_hdr(pkt, &p), 0);
+	p.sack = true;
+	size_t n = build(pkt, &p, payload_src);
+	CHECK(n > 0);
+	pkt[8] &= (uint8_t)~SWV_BTH_SACK;
+	reseal(pkt, n);
+	CHECK_EQ(swv_pkt_parse(pkt, n, &q), EINVAL);
+	random_fields(&p, SWV_OP_RC | SWV_OP_ACK, 0);
+	n = build(pkt, &p, payload_src);
+	pkt[8] |= SWV_BTH_SACK;
+	reseal(pkt, n);
+	CHECK_EQ(swv_pkt_parse(pkt, n, &q), EINVAL);
+	/* an ATOMIC_ACKNOWLEDGE never carries a map */
+	random_fields(&p, SWV_OP_RC | SWV_OP_ATOMIC_ACK, 0);
+	p.sack = true;
+	p.paylen = 4;
+	CHECK_EQ(swv_pkt_build_hdr(pkt, &p), 0);
+	/* on a request the bit is a flag, the payload is the payload */
+	random_fields(&p, SWV_OP_RC | SWV_OP_WRITE_ONLY, 37);
+	p.sack = true;
+	n = build(pkt, &p, payload_src);
+	CHECK(n > 0);
+	CHECK_OK(swv_pkt_parse(pkt, n, &q));
+	CHECK(q.sack);
+	CHECK(q.sack_map == NULL);
+	CHECK_EQ(q.paylen, 37);
+	CHECK(memcmp(q.payload, payload_src, 37) == 0);
+	/* and it is not the placed bit */
+	CHECK(!q.placed);
+	random_fields(&p, SWV_OP_RC | SWV_OP_WRITE_ONLY, 37);
+	p.sack = false;
+	n = build(pkt, &p, payload_src);
+	CHECK_OK(swv_pkt_parse(pkt, n, &q));
+	CHECK(!q.sack);
+}
+
 static void test_psn_math(void)
 {
 	CHECK_EQ(swv_psn_add(0xffffff, 1), 0);
@@ -681,6 +775,7 @@ int main(int argc, char **argv)
 	test_malformed();
 	test_build_validation();
 	test_mgid();
+	test_sack();
 	test_psn_math();
 	printf("test_packet: OK\n");
 	return 0;

@@ -28,6 +28,7 @@
 struct sent {
 	struct swv_pkt p;
 	uint8_t data[4096];
+	uint8_t map[SWV_SACK_MAX_LEN];
 };
 static struct sent sent[256];
 static int nsent;
@@ -56,6 +57,10 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 	CHECK(s->p.paylen <= sizeof(s->data));
 	memcpy(s->data, s->p.payload, s->p.paylen);
 	s->p.payload = s->data;
+	if (s->p.sack_map) {
+		memcpy(s->map, s->p.sack_map, s->p.sack_len);
+		s->p.sack_map = s->map;
+	}
 	CHECK_EQ(s->p.dqpn, qp->attr.dest_qp_num);
 	return 0;
 }
@@ -296,10 +301,13 @@ static uint8_t opc(uint8_t op)
 			 op);
 }
 
+static bool rx_sack; /* rx: the requester says it reads SACK maps (SWV_BTH_SACK) */
+
 static void rx(uint8_t op, uint32_t psn, bool ackreq, const void *payload, uint32_t paylen)
 {
 	struct swv_pkt p;
 	memset(&p, 0, sizeof(p));
+	p.sack = rx_sack;
 	p.opcode = opc(op);
 	p.psn = psn & SWV_PSN_MASK;
 	p.ackreq = ackreq;
@@ -1354,6 +1362,86 @@ static void test_rob_rnr(void)
 	CHECK_EQ(qp->resp.stats.dropped, 1);
 }
 
+/* Whether sent[i] carries a map holding exactly the PSNs listed (bit k: first + 1 + k). */
+static void check_map(int i, uint32_t first, uint32_t len, const uint32_t *held, int nheld)
+{
+	uint8_t want[SWV_SACK_MAX_LEN] = {0};
+	for (int k = 0; k < nheld; k++) {
+		uint32_t b = held[k] - first - 1;
+		want[b / 8] |= (uint8_t)(1u << (b % 8));
+	}
+	CHECK(sent[i].p.sack);
+	CHECK_PTR(sent[i].p.sack_map);
+	CHECK_EQ(sent[i].p.sack_len, len);
+	CHECK(memcmp(sent[i].p.sack_map, want, len) == 0);
+}
+
+/* Selective ACK (docs/wire.md): to a requester whose packets carry SWV_BTH_SACK, a
+ * sequence NAK carries the map of what the reorder buffer holds; a kept packet asking
+ * for an ACK after a new hole opened (not the one that opened it) draws an ACK for
+ * epsn - 1 with the map; the NAK after a drain carries the map past the new gap. */
+static void test_sack_map(void)
+{
+	setup(IBV_QPT_RC);
+	for (int i = 0; i < 8; i++)
+		post_recv(10 + i, (uintptr_t)mem + 100 * i, 100, LKEY);
+	rx_sack = true;
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 1, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	const uint32_t h0[] = {101};
+	check_map(0, 100, 4, h0, 1);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 3, 10); /* opens hole 102: not yet news */
+	CHECK_EQ(nsent, 1);
+	rx(SWV_OP_SEND_ONLY, 104, true, pattern + 4, 10);
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_ACK, 99, 0);
+	const uint32_t h1[] = {101, 103, 104};
+	check_map(1, 100, 4, h1, 3);
+	rx(SWV_OP_SEND_ONLY, 105, true, pattern + 5, 10); /* nothing new */
+	rx(SWV_OP_SEND_ONLY, 400, false, pattern, 10);	  /* far: the map grows to 40 bytes */
+	rx(SWV_OP_SEND_ONLY, 401, true, pattern, 10);
+	CHECK_EQ(nsent, 3);
+	check_ack(2, SWV_AETH_ACK, 99, 0);
+	const uint32_t h2[] = {101, 103, 104, 105, 400, 401};
+	check_map(2, 100, 40, h2, 6);
+	CHECK_EQ(ncomps, 0); /* nothing kept executes before the gap fills */
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(ncomps, 2);
+	CHECK_EQ(nsent, 4);
+	check_ack(3, SWV_AETH_NAK_PSN, 102, 2);
+	const uint32_t h3[] = {103, 104, 105, 400, 401};
+	check_map(3, 102, 40, h3, 5);
+	CHECK_EQ(qp->resp.stats.sack_naks, 2u);
+	CHECK_EQ(qp->resp.stats.sack_acks, 2u);
+	CHECK_EQ(qp->resp.stats.seq_naks, 2u);
+	rx_sack = false;
+}
+
+/* A requester that never said it reads maps (rxe): the NAKs of before, no map, no ACK
+ * between them. */
+static void test_sack_not_advertised(void)
+{
+	setup(IBV_QPT_RC);
+	for (int i = 0; i < 8; i++)
+		post_recv(10 + i, (uintptr_t)mem + 100 * i, 100, LKEY);
+	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 1, 10);
+	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 3, 10);
+	rx(SWV_OP_SEND_ONLY, 104, true, pattern + 4, 10);
+	rx(SWV_OP_SEND_ONLY, 105, true, pattern + 5, 10);
+	CHECK_EQ(nsent, 1);
+	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
+	CHECK(!sent[0].p.sack);
+	CHECK(sent[0].p.sack_map == NULL);
+	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
+	CHECK_EQ(nsent, 2);
+	check_ack(1, SWV_AETH_NAK_PSN, 102, 2);
+	CHECK(sent[1].p.sack_map == NULL);
+	CHECK_EQ(qp->resp.stats.sack_naks, 0u);
+	CHECK_EQ(qp->resp.stats.sack_acks, 0u);
+	CHECK(!qp->resp.peer_sack);
+}
+
 int main(void)
 {
 	for (unsigned i = 0; i < sizeof(pattern); i++)
@@ -1376,6 +1464,8 @@ int main(void)
 	test_rob_read();
 	test_rob_psn_wrap();
 	test_rob_rnr();
+	test_sack_map();
+	test_sack_not_advertised();
 	test_uc();
 	test_refusal_stats();
 	test_ud();
