@@ -142,6 +142,8 @@ struct swv_req_state {
 	uint64_t n_retries, n_timeouts, n_seq_naks, n_rnr_naks, n_pkts, n_dup_resp, n_probes;
 	uint64_t n_sel_resends, n_sr_fallbacks, n_read_rereqs;
 	uint64_t n_placed; /* WRITE payloads placed directly (link/shm.h, swv_shm_direct) */
+	uint64_t n_placed_reads; /* READs read directly and completed at once (requester.c) */
+	bool read_placed; /* send_packet: the READ it sent was placed (swv_req_run completes it) */
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
 };
 

@@ -55,6 +55,7 @@ struct swv_resp_stats {
 	uint64_t rob_full;	/* ... too far ahead of epsn to keep (dropped) */
 	uint64_t rob_drained;	/* kept packets executed once the gap before them filled */
 	uint64_t placed;	/* WRITEs whose bytes the sender placed (swv_pkt.placed) */
+	uint64_t placed_reads;	/* READs whose bytes the requester read itself (swv_pkt.placed) */
 };
 
 /* RC reorder buffer (docs/responder.md, "Reorder buffer"): SEND/WRITE request packets
