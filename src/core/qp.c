@@ -431,7 +431,12 @@ void swv_qp_dt_update(struct swv_qp *qp)
 	    qp->mtu >= 256 && qp->mtu <= 4096;
 	if (!on && !qp->dt_published)
 		return;
-	struct swv_shm_dt_qp_info in = {.access = qp->attr.qp_access_flags,
+	/* A responder without READ/atomic resources refuses every READ (invalid
+	 * request): published without the right, so a sender never reads there. */
+	unsigned access = qp->attr.qp_access_flags;
+	if (!qp->attr.max_dest_rd_atomic)
+		access &= ~(unsigned)(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	struct swv_shm_dt_qp_info in = {.access = access,
 					.dest_qpn = qp->attr.dest_qp_num,
 					.pkey = qp->pkey,
 					.mtu = qp->mtu,

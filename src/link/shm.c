@@ -141,7 +141,7 @@ struct swv_shm_port {
 	_Atomic unsigned npeers;
 	bool full_logged;
 	_Atomic uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt, evictions;
-	_Atomic uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
+	_Atomic uint64_t direct_tx, direct_rd, direct_fallback, direct_corrupt, dt_waits;
 	pthread_mutex_t dt_lock; /* the owner's writers of the placement table */
 };
 
@@ -1150,6 +1150,7 @@ void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st)
 	st->evictions = atomic_load_explicit(&sp->evictions, memory_order_relaxed);
 	st->peers = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
 	st->direct_tx = atomic_load_explicit(&sp->direct_tx, memory_order_relaxed);
+	st->direct_rd = atomic_load_explicit(&sp->direct_rd, memory_order_relaxed);
 	st->direct_fallback = atomic_load_explicit(&sp->direct_fallback, memory_order_relaxed);
 	st->direct_corrupt = atomic_load_explicit(&sp->direct_corrupt, memory_order_relaxed);
 	st->dt_waits = atomic_load_explicit(&sp->dt_waits, memory_order_relaxed);
@@ -1337,6 +1338,8 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 	pthread_mutex_unlock(&p->lock);
 	if (still && n == (ssize_t)len) {
 		stat_add(&sp->direct_tx, 1);
+		if (d->read)
+			stat_add(&sp->direct_rd, 1);
 		return 0;
 	}
 	/* Refused by the kernel for good (no permission, no such call, the owner is

@@ -142,13 +142,14 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 int swv_shm_test_mark_placing(struct swv_shm_peer *p, uint32_t rkey);
 void swv_shm_test_corrupt_table(struct swv_shm_port *sp);
 
-/* Statistics (any thread; relaxed). direct_*: placements done, attempts that fell
- * back to the ring, tables found corrupt (sender side); dt_waits: withdrawals that
- * found a placement under way and waited for it (owner side). */
+/* Statistics (any thread; relaxed). direct_*: placements done (direct_rd: of them,
+ * reads from the owner's memory), attempts that fell back to the ring, tables found
+ * corrupt (sender side); dt_waits: withdrawals that found a placement under way and
+ * waited for it (owner side). */
 struct swv_shm_stats {
 	uint64_t tx_pkts, tx_full, doorbells_sent, rx_pkts, rx_corrupt;
 	uint64_t evictions; /* routes given to another destination (the table was full) */
-	uint64_t direct_tx, direct_fallback, direct_corrupt, dt_waits;
+	uint64_t direct_tx, direct_rd, direct_fallback, direct_corrupt, dt_waits;
 	unsigned peers; /* table entries (destinations, misses included) */
 };
 void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st);

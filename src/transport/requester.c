@@ -402,6 +402,40 @@ static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const 
 	return true;
 }
 
+/* Whether READ w (PSN psn) may be read directly from the responder's memory and
+ * completed here at once (docs/design.md, "The intra-host link", READ): the rules of
+ * direct_write_ok -- RC, nothing of the QP unacknowledged (every earlier request
+ * executed and retired, so the read overtakes nothing and its CQE follows every
+ * earlier one), sent for the first time, something acknowledged since sq_psn was set
+ * (the responder expects this PSN) -- and one response packet's worth, not empty (a
+ * zero-length READ looks at no R_Key: it takes the ring). */
+static bool direct_read_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
+{
+	return w->npkts == 1 && w->length && w->length <= qp->mtu && qp->type == IBV_QPT_RC &&
+	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
+	       psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur;
+}
+
+/* Read READ w's bytes straight from the peer's memory into its SGEs (at most one MTU,
+ * through buf); false: nothing may be assumed about the SGEs' bytes (a READ's target
+ * is undefined until it completes) and the READ takes the ring, whose responder and
+ * completer then report what is wrong (a bad local SGE: the completer's LOC_PROT_ERR
+ * when it scatters the response). */
+static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t *buf)
+{
+	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
+				   .sqpn = qp->qpn,
+				   .rkey = w->rkey,
+				   .pkey = qp->pkey,
+				   .access = IBV_ACCESS_REMOTE_READ,
+				   .va = w->remote_addr,
+				   .read = true};
+	if (swv_ep_direct(qp->ep, &qp->peer, &d, buf, w->length))
+		return false;
+	return swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, buf, w->length) == 0;
+}
+
 /* Build and transmit packet k (PSN psn) of w, 'since' packets after the last AckReq.
  * Returns 0, EAGAIN (socket full: retry later), or minus an ibv_wc_status when the WQE
  * fails locally. */
@@ -452,6 +486,10 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.reth_rkey = w->rkey;
 		p.reth_len = len;
 		p.ackreq = true;
+		/* Read here, the request still goes to the responder (flagged placed) to
+		 * take its PSN, be checked and counted; swv_req_run completes the READ
+		 * once the request is on its way. */
+		p.placed = direct_read_ok(qp, w, psn) && place_read(qp, w, data);
 		break;
 	}
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -536,6 +574,10 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
 	r->n_pkts++;
 	*ackreq_out = p.ackreq;
+	/* Only a request that left completes its placed READ: one lost on the way is
+	 * retried as a plain READ (its PSN is then no longer sent_psn) and answered with
+	 * data as ever. */
+	r->read_placed = p.placed && p.opcode == SWV_OP_READ_REQUEST && !rc;
 	return 0;
 }
 
@@ -906,6 +948,27 @@ static int resend_sacked(struct swv_qp *qp, bool *sent)
 	return rc == EAGAIN ? EAGAIN : 0;
 }
 
+/* READ at the head was read directly and its request sent (send_packet): it is done,
+ * as if its response had arrived. Nothing else is outstanding (direct_read_ok), so
+ * no timer is armed for it and the responder's answer, carrying no data, finds the
+ * PSN acknowledged already (a stale response). False when the QP stopped (a CQ
+ * overflow). */
+static bool complete_placed_read(struct swv_qp *qp)
+{
+	struct swv_req_state *r = &qp->req;
+	r->una_psn = r->sent_psn;
+	if (r->rd_hi_valid && swv_psn_cmp(r->una_psn, r->rd_hi) >= 0)
+		r->rd_hi_valid = false;
+	if (r->seq_nak_valid && swv_psn_cmp(r->una_psn, r->seq_nak_psn) > 0)
+		r->seq_nak_valid = false;
+	r->n_placed_reads++;
+	if (swv_req_complete_head(qp, IBV_WC_SUCCESS)) {
+		swv_qp_cq_overflow(qp, qp->scq);
+		return false;
+	}
+	return true;
+}
+
 void swv_req_run(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
@@ -1043,6 +1106,17 @@ void swv_req_run(struct swv_qp *qp)
 			end = swv_psn_add(w->last_psn, 1);
 			r->cur++;
 			r->cur_pkt = 0;
+			if (r->read_placed) {
+				/* nothing was outstanding before it (direct_read_ok) and
+				 * nothing is now: no timer starts */
+				r->read_placed = false;
+				sent = false;
+				if (swv_psn_cmp(end, r->sent_psn) > 0)
+					r->sent_psn = end;
+				if (!complete_placed_read(qp))
+					return;
+				continue;
+			}
 		} else {
 			end = swv_psn_add(psn, 1);
 			if (++r->cur_pkt == w->npkts) {

@@ -153,6 +153,8 @@ struct swv_req_state {
 	uint64_t n_sack_naks;	 /* sequence NAKs with a SACK map acted on */
 	uint64_t n_holes_resent; /* packets resent because a SACK map named them missing */
 	uint64_t n_placed; /* WRITE payloads placed directly (link/shm.h, swv_shm_direct) */
+	uint64_t n_placed_reads; /* READs read directly and completed at once (requester.c) */
+	bool read_placed; /* send_packet: the READ it sent was placed (swv_req_run completes it) */
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
 };
 

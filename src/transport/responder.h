@@ -57,6 +57,7 @@ struct swv_resp_stats {
 	uint64_t placed;	/* WRITEs whose bytes the sender placed (swv_pkt.placed) */
 	uint64_t sack_naks;	/* sequence NAKs sent with a SACK map (docs/wire.md) */
 	uint64_t sack_acks;	/* ACKs sent with one (an update between NAKs) */
+	uint64_t placed_reads;	/* READs whose bytes the requester read itself (swv_pkt.placed) */
 };
 
 /* RC reorder buffer (docs/responder.md, "Reorder buffer"): SEND/WRITE request packets

@@ -175,6 +175,14 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 		return SWV_RESP_ERR_ACCESS;
 
 	n = swv_resp_read_npkts(pkt->reth_len, swv_resp_mtu(qp));
+	/* Read by the requester itself over the intra-host link (swv_pkt.placed): a
+	 * one-response READ of 1..MTU bytes on a plain RC QP (the only kind a sender
+	 * reads from) that passed every check above, as any READ must. It takes its PSN, MSN,
+	 * resource and count as if its data were sent; the response carries none (the requester
+	 * completed the READ already). The flag means nothing on any other READ, which is answered
+	 * with data as ever, and a later duplicate of this one (never sent by the requester: it
+	 * completed it) is answered from memory like any replay. */
+	bool placed = pkt->placed && pkt->reth_len && n == 1 && qp->xrc == SWV_XRC_NONE;
 	r = swv_resp_res_alloc(s, swv_resp_ring_size(qp->attr.max_dest_rd_atomic));
 	r->is_atomic = false;
 	r->first_psn = pkt->psn;
@@ -188,6 +196,14 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	s->msn++;
 	/* the request consumed one PSN per response packet */
 	s->epsn = swv_psn_add(pkt->psn, n);
+	if (placed) {
+		r->counted = true;
+		s->stats.placed_reads++;
+		swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, r->len);
+		swv_resp_send(qp, SWV_OP_RC | SWV_OP_READ_RESP_ONLY, pkt->psn, SWV_AETH_ACK, 0,
+			      NULL, 0);
+		return SWV_RESP_OK;
+	}
 	return read_respond(qp, r, r->va, r->len, pkt->psn, true);
 }
 

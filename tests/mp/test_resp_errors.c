@@ -6,7 +6,13 @@
  *    move the responder QP to ERR and add to its REMOTE_* counter's error count;
  *  - a QP without REMOTE_WRITE / REMOTE_READ / REMOTE_ATOMIC gives IBV_WC_REM_INV_REQ_ERR;
  *  - a receive buffer too small: IBV_WC_REM_INV_REQ_ERR on both sides (rxe behaviour);
- *  - no receive posted: RNR NAKs until the receive is posted late, then success.
+ *  - no receive posted: RNR NAKs until the receive is posted late, then success;
+ *  - after a first request was acknowledged (so that on the intra-host link a one-packet
+ *    READ is read directly by the requester, src/transport/requester.c): a wrong R_Key,
+ *    a range past the MR's end and a QP without REMOTE_READ keep the statuses above,
+ *    and READs that succeed are each counted once by the target's REMOTE_RDMA_READ
+ *    counter (which, for a READ read directly, moves when the target's responder takes
+ *    the request: the target waits for it).
  */
 #include <infiniband/swverbs.h>
 #include <infiniband/verbs.h>
@@ -31,6 +37,10 @@ enum scenario {
 	S_RECV_TOO_SMALL,
 	S_RNR_SEND,
 	S_RNR_WRITE_IMM,
+	S_WARM_READ_BAD_RKEY,
+	S_WARM_READ_PAST_END,
+	S_WARM_READ_NO_QP_RIGHT,
+	S_WARM_READS,
 	S_COUNT
 };
 
@@ -76,6 +86,10 @@ static enum ibv_wc_status one_completion(struct ibv_cq *cq, uint64_t wr_id)
 	return wc.status;
 }
 
+#define WARM_OFF      (256u << 10) /* the warm-up WRITE's and the good READs' bytes */
+#define WARM_READS    100
+#define WARM_READ_LEN 64
+
 static void requester(struct swvt *t, void *arg)
 {
 	enum scenario s = *(enum scenario *)arg;
@@ -85,6 +99,11 @@ static void requester(struct swvt *t, void *arg)
 
 	swvt_connect(t);
 	swvt_recv(t, &ro, sizeof(ro)); /* the responder's read-only MR */
+	if (s >= S_WARM_READ_BAD_RKEY) {
+		/* acknowledged: the READs after it may be read directly */
+		post_wr(t, IBV_WR_RDMA_WRITE, l, 64, t->remote.addr + WARM_OFF, t->remote.rkey);
+		CHECK_EQ(one_completion(t->scq, 42), IBV_WC_SUCCESS);
+	}
 	switch (s) {
 	case S_WRITE_PAST_END:
 		/* starts inside the MR, ends 32 bytes past it */
@@ -125,6 +144,29 @@ static void requester(struct swvt *t, void *arg)
 		swvt_fill(t->buf, 3000, 8);
 		post_wr(t, IBV_WR_RDMA_WRITE_WITH_IMM, l, 3000, t->remote.addr + 8192, t->remote.rkey);
 		CHECK_EQ(one_completion(t->scq, 42), IBV_WC_SUCCESS);
+		break;
+	case S_WARM_READ_BAD_RKEY:
+		post_wr(t, IBV_WR_RDMA_READ, l, 64, guard, t->remote.rkey ^ 0x10000);
+		CHECK_EQ(one_completion(t->scq, 42), IBV_WC_REM_ACCESS_ERR);
+		break;
+	case S_WARM_READ_PAST_END:
+		post_wr(t, IBV_WR_RDMA_READ, l, 64, t->remote.addr + t->remote.size - 32,
+			t->remote.rkey);
+		CHECK_EQ(one_completion(t->scq, 42), IBV_WC_REM_ACCESS_ERR);
+		break;
+	case S_WARM_READ_NO_QP_RIGHT:
+		post_wr(t, IBV_WR_RDMA_READ, l, 64, guard, t->remote.rkey);
+		CHECK_EQ(one_completion(t->scq, 42), IBV_WC_REM_INV_REQ_ERR);
+		break;
+	case S_WARM_READS:
+		/* one at a time, each from its own place in the responder's pattern */
+		for (uint32_t i = 0; i < WARM_READS; i++) {
+			memset(t->buf, 0, WARM_READ_LEN);
+			post_wr(t, IBV_WR_RDMA_READ, l, WARM_READ_LEN,
+				t->remote.addr + WARM_OFF + 4096 + i * 100, t->remote.rkey);
+			CHECK_EQ(one_completion(t->scq, 42), IBV_WC_SUCCESS);
+			CHECK_EQ(swvt_verify(t->buf, WARM_READ_LEN, 9 + i), (size_t)-1);
+		}
 		break;
 	default:
 		CHECK(0);
@@ -168,6 +210,19 @@ static void expect_cntr(struct ibv_comp_cntr *c, uint64_t comp, uint64_t err)
 	CHECK_EQ(e, err);
 }
 
+/* Wait (bounded) until c's count reaches comp, then it must be exactly comp, err. */
+static void wait_cntr(struct ibv_comp_cntr *c, uint64_t comp, uint64_t err)
+{
+	uint64_t v, deadline = swvt_now_ms() + 10000;
+	do {
+		CHECK_OK(ibv_read_comp_cntr(c, &v));
+		if (v >= comp)
+			break;
+		usleep(1000);
+	} while (swvt_now_ms() < deadline);
+	expect_cntr(c, comp, err);
+}
+
 static void set_qp_access(struct swvt *t, unsigned access)
 {
 	struct ibv_qp_attr a = {.qp_access_flags = access};
@@ -193,8 +248,11 @@ static void responder(struct swvt *t, void *arg)
 	memset(t->buf + t->opts.buf_size - 4096, GUARD_BYTE, 4096);
 	if (s == S_WRITE_NO_QP_RIGHT)
 		set_qp_access(t, all & ~IBV_ACCESS_REMOTE_WRITE);
-	if (s == S_READ_NO_QP_RIGHT)
+	if (s == S_READ_NO_QP_RIGHT || s == S_WARM_READ_NO_QP_RIGHT)
 		set_qp_access(t, all & ~IBV_ACCESS_REMOTE_READ);
+	if (s == S_WARM_READS)
+		for (uint32_t i = 0; i < WARM_READS; i++)
+			swvt_fill(t->buf + WARM_OFF + 4096 + i * 100, WARM_READ_LEN, 9 + i);
 	if (s == S_ATOMIC_NO_QP_RIGHT)
 		set_qp_access(t, all & ~IBV_ACCESS_REMOTE_ATOMIC);
 	if (s == S_RECV_TOO_SMALL)
@@ -258,6 +316,18 @@ static void responder(struct swvt *t, void *arg)
 		expect_cntr(cw, 1, 0);
 		expect_cntr(cv, 1, 0);
 		break;
+	case S_WARM_READ_BAD_RKEY:
+	case S_WARM_READ_PAST_END:
+	case S_WARM_READ_NO_QP_RIGHT:
+		expect_guard_intact(t);
+		expect_qp_err(t);
+		expect_cntr(cw, 1, 0);
+		expect_cntr(cr, 0, 1);
+		break;
+	case S_WARM_READS:
+		wait_cntr(cr, WARM_READS, 0);
+		expect_cntr(cw, 1, 0);
+		break;
 	default:
 		CHECK(0);
 	}
@@ -266,10 +336,19 @@ static void responder(struct swvt *t, void *arg)
 }
 
 static const char *names[S_COUNT] = {
-	"write past the MR end", "read with a wrong rkey", "atomic on an MR without the right",
-	"write without QP REMOTE_WRITE", "read without QP REMOTE_READ",
-	"atomic without QP REMOTE_ATOMIC", "receive buffer too small", "RNR then SEND",
-	"RNR then WRITE_WITH_IMM",
+    "write past the MR end",
+    "read with a wrong rkey",
+    "atomic on an MR without the right",
+    "write without QP REMOTE_WRITE",
+    "read without QP REMOTE_READ",
+    "atomic without QP REMOTE_ATOMIC",
+    "receive buffer too small",
+    "RNR then SEND",
+    "RNR then WRITE_WITH_IMM",
+    "warm: read with a wrong rkey",
+    "warm: read past the MR end",
+    "warm: read without QP REMOTE_READ",
+    "warm: reads counted once",
 };
 
 int main(int argc, char **argv)
