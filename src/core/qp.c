@@ -295,7 +295,7 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    "responses, %llu selective resends (%llu fell back to go-back-N), %llu READ "
 		    "re-requests, %llu SACK NAKs received, %llu holes resent; responder: "
 		    "%llu sequence NAKs sent (%llu with a SACK map, %llu SACK ACKs), %llu packets "
-		    "kept past a gap (%llu copies, %llu too far ahead)",
+		    "kept past a gap (%llu copies, %llu too far ahead), responses held %llu times",
 		    qp->qpn, (unsigned long long)qp->req.n_pkts,
 		    (unsigned long long)qp->req.n_probes, (unsigned long long)qp->req.n_retries,
 		    (unsigned long long)qp->req.n_timeouts, (unsigned long long)qp->req.n_seq_naks,
@@ -310,7 +310,8 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    (unsigned long long)qp->resp.stats.sack_acks,
 		    (unsigned long long)qp->resp.stats.rob_kept,
 		    (unsigned long long)qp->resp.stats.rob_dups,
-		    (unsigned long long)qp->resp.stats.rob_full);
+		    (unsigned long long)qp->resp.stats.rob_full,
+		    (unsigned long long)qp->resp.stats.tx_held);
 	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
 		swv_log(SWV_LOG_DEBUG,
 			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "
@@ -472,6 +473,8 @@ void swv_qp_to_error(struct swv_qp *qp)
 	qp->req.ack_deadline = 0;
 	qp->req.xmit_retry_at = 0;
 	qp->req.fc.probe_at = 0;
+	qp->resp.tx_retry_at = 0; /* held responses are never sent in ERR */
+	qp->resp.tx_ack = false;
 	swv_qp_set_timer(qp, 0);
 }
 
@@ -498,14 +501,23 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
 		swv_progress_arm(qp->ctx, deadline_ns);
 }
 
+/* States in which a QP takes requests (and flow control) from its peer. */
+static bool takes_requests(enum ibv_qp_state st)
+{
+	return st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD;
+}
+
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns)
 {
 	pthread_mutex_lock(&qp->lock);
 	swv_ep_batch_begin(); /* a retransmission of small packets leaves in one call */
+	bool responds = takes_requests(qp->state);
+	if (responds && qp->resp.tx_retry_at && now_ns >= qp->resp.tx_retry_at)
+		swv_resp_tx_resume(qp);
 	if (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)
 		swv_req_timer(qp, now_ns);
 	else
-		swv_qp_set_timer(qp, 0);
+		swv_qp_set_timer(qp, responds ? qp->resp.tx_retry_at : 0);
 	swv_ep_batch_end();
 	pthread_mutex_unlock(&qp->lock);
 }
@@ -517,11 +529,6 @@ static bool same_peer(const struct sockaddr_in *a, const struct sockaddr_in *b)
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-/* States in which a QP takes requests (and flow control) from its peer. */
-static bool takes_requests(enum ibv_qp_state st)
-{
-	return st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD;
-}
 
 /* The partition check, for every QP type and every packet that passed the source
  * and transport checks (requests, responses, flow control), in rxe's order: a packet
@@ -621,6 +628,10 @@ void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 	 * datagrams the batch produces (ACKs, requests the completer lets out, small READ
 	 * responses) leave in one sendmmsg before the lock is released. */
 	swv_ep_batch_begin();
+	/* held responses first: this batch's answers must not overtake them (the ring may
+	 * have room again: the peer is running) */
+	if (qp->resp.tx_retry_at && takes_requests(qp->state))
+		swv_resp_tx_resume(qp);
 	qp->resp.ack_defer = true;
 	for (unsigned i = 0; i < n; i++)
 		qp_rx_locked(qp, pkts[i], srcs[i]);

@@ -491,14 +491,16 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 		    "\"responder\":{\"executed\":%llu,\"duplicates\":%llu,\"read_replays\":%llu,"
 		    "\"atomic_replays\":%llu,\"seq_naks_sent\":%llu,\"rnr_naks_sent\":%llu,"
 		    "\"err_naks_sent\":%llu,\"dropped\":%llu,\"reorder_kept\":%llu,"
-		    "\"reorder_drained\":%llu,\"sack_naks_sent\":%llu,\"sack_acks_sent\":%llu},"
+		    "\"reorder_drained\":%llu,\"sack_naks_sent\":%llu,\"sack_acks_sent\":%llu,"
+		    "\"responses_held\":%llu},"
 		    "\"remote_refused\":%llu,\"remote_faults\":%llu,"
 		    "\"rx_dropped\":%llu,\"rx_bad_pkey\":%llu,\"rx_bad_mac\":%llu,\"counters\":{",
 		    U(q->resp.executed), U(q->resp.duplicates), U(q->resp.read_replays),
 		    U(q->resp.atomic_replays), U(q->resp.seq_naks), U(q->resp.rnr_naks),
 		    U(q->resp.err_naks), U(q->resp.dropped + q->resp.rob_dups + q->resp.rob_full),
 		    U(q->resp.rob_kept), U(q->resp.rob_drained), U(q->resp.sack_naks),
-		    U(q->resp.sack_acks), U(q->resp.remote_refused), U(q->resp.remote_faults),
+		    U(q->resp.sack_acks), U(q->resp.tx_held), U(q->resp.remote_refused),
+		    U(q->resp.remote_faults),
 		    U(q->rx_dropped), U(q->rx_bad_pkey), U(q->auth_bad));
 		bool first = true;
 		for (unsigned k = 0; k < SWV_CNTR_NSLOTS; k++) {

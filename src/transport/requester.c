@@ -140,9 +140,10 @@ void swv_req_update_timer(struct swv_qp *qp)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t d = 0;
-	uint64_t c[5] = {r->ack_deadline, r->probe_at, r->rnr_until, r->xmit_retry_at,
-			 r->fc.probe_at};
-	for (int i = 0; i < 5; i++)
+	/* the QP's one timer also serves the responder's held responses */
+	uint64_t c[6] = {r->ack_deadline, r->probe_at,	  r->rnr_until,
+			 r->xmit_retry_at, r->fc.probe_at, qp->resp.tx_retry_at};
+	for (int i = 0; i < 6; i++)
 		if (c[i] && (!d || c[i] < d))
 			d = c[i];
 	swv_qp_set_timer(qp, d);

@@ -180,8 +180,25 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	size_t hlen;
 	int rc;
 
+	struct swv_resp_state *s = &qp->resp;
+	uint8_t op = opcode & SWV_OP_OPERATION_MASK;
+
+	if (s->tx_retry_at && !s->tx_resuming) {
+		/* Responses are held (tx_retry_at): nothing overtakes them. READ and atomic
+		 * responses leave from their resources; the latest ACK or sequence/RNR NAK is
+		 * kept for after them. An error NAK goes now: the QP goes to ERR, the requester
+		 * must learn why, and what is held is flushed anyway. */
+		if (op != SWV_OP_ACK)
+			return 0;
+		if ((syndrome & 0x60) != 0x60 || syndrome == SWV_AETH_NAK_PSN) {
+			s->tx_ack = true;
+			s->tx_ack_syndrome = syndrome;
+			s->tx_ack_psn = psn;
+			return 0;
+		}
+	}
 	/* A deferred ACK goes first: responses leave in the order they were decided. */
-	if (qp->resp.ack_pending)
+	if (s->ack_pending)
 		swv_resp_flush_ack(qp);
 	memset(&p, 0, sizeof(p));
 	/* An XRC TGT QP answers under the XRC prefix (responses carry no XRCETH). */
@@ -191,12 +208,12 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 	p.psn = psn & SWV_PSN_MASK;
 	p.aeth_syndrome = syndrome;
-	p.aeth_msn = qp->resp.msn & SWV_PSN_MASK;
+	p.aeth_msn = (s->tx_resuming ? s->tx_msn : s->msn) & SWV_PSN_MASK;
 	p.atmack_orig = atomic_orig;
 	p.payload = payload;
 	p.paylen = paylen;
 	/* an ACKNOWLEDGE with a body carries a SACK map (rc_seq_nak) */
-	p.sack = (opcode & SWV_OP_OPERATION_MASK) == SWV_OP_ACK && paylen;
+	p.sack = op == SWV_OP_ACK && paylen;
 	hlen = swv_pkt_build_hdr(hdr, &p);
 	if (!hlen) {
 		swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn, opcode);

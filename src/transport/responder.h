@@ -27,6 +27,8 @@ struct swv_recv_wqe;
 struct swv_resp_res {
 	bool valid, is_atomic;
 	bool counted;                 /* REMOTE_* completion already counted (exactly once) */
+	bool placed;                  /* READ read by the requester itself: answered without data */
+	uint32_t msn;                 /* the MSN its responses carry (held ones leave later) */
 	uint32_t first_psn, last_psn; /* READ: one PSN per response packet */
 	uint64_t va;                  /* original RETH / AtomicETH VA */
 	uint32_t rkey, len;
@@ -58,6 +60,7 @@ struct swv_resp_stats {
 	uint64_t sack_naks;	/* sequence NAKs sent with a SACK map (docs/wire.md) */
 	uint64_t sack_acks;	/* ACKs sent with one (an update between NAKs) */
 	uint64_t placed_reads;	/* READs whose bytes the requester read itself (swv_pkt.placed) */
+	uint64_t tx_held;	/* times the link refused a response and the rest was held */
 };
 
 /* RC reorder buffer (docs/responder.md, "Reorder buffer"): SEND/WRITE request packets
@@ -111,6 +114,22 @@ struct swv_resp_state {
 	bool ack_pending;
 	uint32_t ack_psn;
 	uint64_t acks_coalesced; /* ACKs saved by coalescing (statistics) */
+	/* Held responses (RC, docs/responder.md "Held responses"): the link refused a READ or
+	 * atomic response (a full ring or socket buffer, EAGAIN). Those from tx_psn on are
+	 * owed, not lost: dropping them made the requester see a gap and spend retry_cnt on a
+	 * live peer. Until they leave, no response of this QP overtakes them: READ and
+	 * atomic responses leave from their resources when tx_resume runs (at tx_retry_at
+	 * or when the next packet of the QP arrives), and the latest plain ACK or sequence /
+	 * RNR NAK decided meanwhile is kept (tx_ack_*) and sent after them. tx_retry_at is 0
+	 * when nothing is held. Written under qp->lock. */
+	uint64_t tx_retry_at;
+	uint32_t tx_psn;
+	uint32_t tx_backoff; /* doublings of the retry delay */
+	bool tx_resuming;    /* tx_resume is sending: swv_resp_send lets it through */
+	uint32_t tx_msn;     /* ... with this MSN (the resource's) */
+	bool tx_ack;
+	uint8_t tx_ack_syndrome;
+	uint32_t tx_ack_psn;
 };
 
 /* Handle one request packet (RC/UC/UD). */
@@ -120,6 +139,8 @@ void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt);
 void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
 /* Send the ACK deferred by ack_defer, if any (qp->lock held). */
 void swv_resp_flush_ack(struct swv_qp *qp);
+/* Send the held responses (tx_retry_at), as many as the link takes now (qp->lock held). */
+void swv_resp_tx_resume(struct swv_qp *qp);
 /* Reset responder state (RESET, INIT->RTR with a new rq_psn: epsn = attr.rq_psn). */
 void swv_resp_reset(struct swv_qp *qp);
 /* Free what the responder allocated (the reorder buffer); QP destroy. */

@@ -69,6 +69,9 @@ enum swv_resp_seq {
 #define SWV_AETH_NAK_OP     0x63
 
 #define SWV_RESP_MAX_MSG (1u << 31) /* RETH DMA length limit */
+/* Held responses (swv_resp_state.tx_retry_at): the first retry after this, doubling */
+#define SWV_RESP_HOLD_MIN_NS 8000ull
+#define SWV_RESP_HOLD_MAX_NS 1000000ull
 
 /* Class of opcode for a QP of this type, or 0 when it is not a request that QP type
  * accepts (wrong transport prefix, response opcode, UC READ, ...). */

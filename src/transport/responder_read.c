@@ -14,9 +14,11 @@
 #include "link/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
+#include "transport/requester.h"
 #include "transport/responder.h"
 #include "transport/responder_int.h"
 #include "transport/txrun.h"
+#include "util/clock.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -28,9 +30,23 @@
  * REMOTE_RDMA_READ counts exactly once per request (r->counted), after the last byte
  * was read from memory and just before the last response leaves, so the requester
  * can never see its READ complete before the responder's counter moved. When the
- * socket is full the rest of the burst would be lost as well: stop, the requester
- * asks again from the first missing PSN (and that replay then does the counting).
+ * link refuses a packet (a full ring or socket buffer) the rest is held, not dropped
+ * (resp_hold): the requester would take the gap for a loss and spend a retry on it.
  */
+/* The link refused the response with PSN psn: it and every later response of the QP
+ * are held until tx_resume sends them, tried again after 8 us doubling to 1 ms (the
+ * requester's process drains its ring as soon as it runs). */
+static void resp_hold(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_resp_state *s = &qp->resp;
+	s->tx_psn = psn;
+	s->tx_retry_at = swv_now_ns() + (SWV_RESP_HOLD_MIN_NS << s->tx_backoff);
+	if ((SWV_RESP_HOLD_MIN_NS << s->tx_backoff) < SWV_RESP_HOLD_MAX_NS)
+		s->tx_backoff++;
+	s->stats.tx_held++;
+	swv_req_update_timer(qp);
+}
+
 static enum swv_resp_err read_respond_each(struct swv_qp *qp, struct swv_resp_res *r,
 					   uint64_t va, uint32_t len, uint32_t psn, bool fresh)
 {
@@ -65,7 +81,7 @@ static enum swv_resp_err read_respond_each(struct swv_qp *qp, struct swv_resp_re
 		rc = swv_resp_send(qp, SWV_OP_RC | op, swv_psn_add(psn, k), SWV_AETH_ACK, 0, buf,
 				   chunk);
 		if (rc == EAGAIN || rc == ENOBUFS) {
-			qp->resp.stats.dropped += n - k;
+			resp_hold(qp, swv_psn_add(psn, k));
 			break;
 		}
 		off += chunk;
@@ -83,14 +99,14 @@ static uint8_t read_resp_op(uint32_t k, uint32_t n, bool fresh)
 	return k == n - 1 ? SWV_OP_READ_RESP_LAST : SWV_OP_READ_RESP_MIDDLE;
 }
 
-/* Send the run holding response packets k0.. of n; false when the socket was full
- * (the rest of the burst is dropped, as read_respond_each does). */
-static bool read_flush(struct swv_qp *qp, struct swv_txrun *run, uint32_t k0, uint32_t n)
+/* Send the run holding the response packets from PSN psn0 on; false when the link
+ * refused one (the rest is held, as read_respond_each does). */
+static bool read_flush(struct swv_qp *qp, struct swv_txrun *run, uint32_t psn0)
 {
 	unsigned sent = 0;
 	int rc = swv_txrun_send(run, qp->ep, &qp->peer, &sent);
 	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS) {
-		qp->resp.stats.dropped += n - (k0 + sent);
+		resp_hold(qp, swv_psn_add(psn0, sent));
 		return false;
 	}
 	if (rc) /* lost like any datagram: the requester re-asks */
@@ -105,6 +121,8 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 {
 	uint32_t mtu = swv_resp_mtu(qp);
 	uint32_t n = swv_resp_read_npkts(len, mtu);
+	if (qp->resp.tx_retry_at && !qp->resp.tx_resuming)
+		return SWV_RESP_OK; /* behind held responses: tx_resume sends it from r */
 	struct swv_txrun *run = n > 1 && swv_ep_gso_usable(qp->ep) ? swv_txrun_begin() : NULL;
 	uint64_t off = 0;
 	uint32_t k0 = 0;
@@ -126,7 +144,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		p.aeth_msn = qp->resp.msn & SWV_PSN_MASK;
 		p.paylen = chunk;
 		if (!swv_txrun_fits(run, p.opcode, chunk)) {
-			if (!read_flush(qp, run, k0, n))
+			if (!read_flush(qp, run, swv_psn_add(psn, k0)))
 				return SWV_RESP_OK;
 			run = swv_txrun_begin();
 			k0 = k;
@@ -138,7 +156,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 				: swv_mr_remote_read(qp->ctx, qp->pd, qp->qpn, r->rkey, va + off,
 						     dst, chunk);
 		if (rc) {
-			(void)read_flush(qp, run, k0, n); /* what was read before goes out */
+			(void)read_flush(qp, run, swv_psn_add(psn, k0)); /* what was read goes out */
 			return swv_resp_refused(qp, rc);
 		}
 		if (k == n - 1 && !r->counted && p.psn == r->last_psn) {
@@ -153,7 +171,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		}
 		off += chunk;
 	}
-	(void)read_flush(qp, run, k0, n);
+	(void)read_flush(qp, run, swv_psn_add(psn, k0));
 	return SWV_RESP_OK;
 }
 
@@ -193,10 +211,11 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	swv_resp_res_publish(s, r);
 
 	/* C9-148: a READ counts in the MSN when it arrives, so its responses carry it */
-	s->msn++;
+	r->msn = ++s->msn;
 	/* the request consumed one PSN per response packet */
 	s->epsn = swv_psn_add(pkt->psn, n);
 	if (placed) {
+		r->placed = true;
 		r->counted = true;
 		s->stats.placed_reads++;
 		swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_READ, true, r->len);
@@ -205,6 +224,71 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 		return SWV_RESP_OK;
 	}
 	return read_respond(qp, r, r->va, r->len, pkt->psn, true);
+}
+
+/* The memory of a READ that executed went away before all its responses left (a
+ * replay, or held responses): NAK as for a new READ; the QP goes to ERR. */
+static void read_memory_gone(struct swv_qp *qp, uint32_t psn)
+{
+	struct swv_resp_state *s = &qp->resp;
+	s->stats.remote_refused++;
+	s->stats.err_naks++;
+	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);
+	s->cur = 0;
+	swv_qp_to_error(qp);
+}
+
+void swv_resp_tx_resume(struct swv_qp *qp)
+{
+	struct swv_resp_state *s = &qp->resp;
+	uint32_t ring = swv_resp_ring_size(qp->attr.max_dest_rd_atomic);
+	uint32_t mtu = swv_resp_mtu(qp);
+
+	if (!s->tx_retry_at)
+		return;
+	/* In the order the resources were taken, which is PSN order: what is owed from
+	 * tx_psn on. A resource is only reused by a READ/atomic that arrived after it, so
+	 * the owed ones are all still here. resp_hold sets tx_retry_at again when the link
+	 * refuses once more. */
+	s->tx_retry_at = 0;
+	s->tx_resuming = true;
+	for (uint32_t i = s->res_next - ring; i != s->res_next && !s->tx_retry_at; i++) {
+		struct swv_resp_res *r = &s->res[i & (ring - 1)];
+		if (!r->valid || swv_psn_cmp(r->last_psn, s->tx_psn) < 0 ||
+		    swv_psn_cmp(r->first_psn, s->epsn) >= 0)
+			continue;
+		s->tx_msn = r->msn;
+		if (r->is_atomic || r->placed) {
+			uint8_t op = r->is_atomic ? SWV_OP_ATOMIC_ACK : SWV_OP_READ_RESP_ONLY;
+			int rc = swv_resp_send(qp, SWV_OP_RC | op, r->first_psn, SWV_AETH_ACK,
+					       r->atomic_orig, NULL, 0);
+			if (rc == EAGAIN || rc == ENOBUFS)
+				resp_hold(qp, r->first_psn);
+			continue;
+		}
+		uint32_t k = swv_psn_cmp(s->tx_psn, r->first_psn) > 0
+				 ? (s->tx_psn - r->first_psn) & SWV_PSN_MASK
+				 : 0;
+		uint64_t off = (uint64_t)k * mtu;
+		if (off > r->len)
+			continue; /* not a PSN of this READ's responses */
+		if (read_respond(qp, r, r->va + off, (uint32_t)(r->len - off),
+				 swv_psn_add(r->first_psn, k), k == 0) != SWV_RESP_OK) {
+			s->tx_resuming = false;
+			s->tx_retry_at = 0;
+			read_memory_gone(qp, r->first_psn); /* since the READ executed */
+			return;
+		}
+	}
+	s->tx_resuming = false;
+	if (s->tx_retry_at)
+		return;
+	s->tx_backoff = 0;
+	if (s->tx_ack) {
+		s->tx_ack = false;
+		swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, s->tx_ack_psn, s->tx_ack_syndrome, 0, NULL,
+			      0);
+	}
 }
 
 void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
@@ -236,12 +320,7 @@ void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 	/* replays never count again (r->counted) */
 	if (read_respond(qp, r, va, (uint32_t)len, pkt->psn, pkt->psn == r->first_psn) !=
 	    SWV_RESP_OK) {
-		/* the memory went away since the original: as for a new READ */
-		s->stats.remote_refused++;
-		s->stats.err_naks++;
-		swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, pkt->psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);
-		s->cur = 0;
-		swv_qp_to_error(qp);
+		read_memory_gone(qp, pkt->psn); /* since the original: as for a new READ */
 	}
 }
 
@@ -276,7 +355,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 	r->atomic_cmp = pkt->atm_cmp;
 	swv_resp_res_publish(s, r);
 
-	s->msn++;
+	r->msn = ++s->msn;
 	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_ATOMIC, true, 8);
 	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ATOMIC_ACK, pkt->psn, SWV_AETH_ACK, orig, NULL, 0);
 	return SWV_RESP_OK;

@@ -80,6 +80,15 @@ void swv_qp_to_error(struct swv_qp *qp)
 {
 	to_error_calls++;
 	qp->state = IBV_QPS_ERR;
+	qp->resp.tx_retry_at = 0; /* as the real one: held responses are not sent in ERR */
+}
+
+/* Held responses arm the QP's timer through the requester's (one timer per QP). */
+static int timer_updates;
+void swv_req_update_timer(struct swv_qp *qp)
+{
+	(void)qp;
+	timer_updates++;
 }
 void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
 {
@@ -775,46 +784,79 @@ static void test_read(void)
 	CHECK_EQ(nsent, 1);
 }
 
-/* A full socket cuts a READ burst short; REMOTE_RDMA_READ still counts exactly once:
- * when a packet carrying the request's last PSN is about to leave. */
-static void test_read_socket_full(void)
+/* The link refuses a READ response (a full ring or socket buffer): the rest is held, not
+ * dropped -- a dropped one made the requester see a gap and spend a retry on a live
+ * peer. Later responses of the QP wait behind it (a new READ, an atomic's answer, the
+ * ACK of a WRITE), duplicates get nothing meanwhile, and swv_resp_tx_resume sends them
+ * all in PSN order, the ACK last; REMOTE_RDMA_READ counts exactly once, just before a
+ * READ's last response leaves. */
+static void test_read_link_full(void)
 {
 	uint64_t va = (uintptr_t)mem;
+	uint64_t *target = (uint64_t *)(mem + 4096);
 
 	setup(IBV_QPT_RC);
+	int t0 = timer_updates, e0 = to_error_calls;
 	memcpy(mem, pattern, 600);
+	*target = 40;
 	xmit_fail_at = 1; /* MIDDLE of the first READ */
 	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(nsent, 1); /* the rest of the burst was not attempted */
+	CHECK_EQ(nsent, 1);
+	CHECK(qp->resp.tx_retry_at != 0);
+	CHECK_EQ(qp->resp.tx_psn, 101);
+	CHECK_EQ(qp->resp.stats.tx_held, 1);
+	CHECK_EQ(timer_updates, t0 + 1);
 	CHECK_EQ(ncomps, 0);
 	CHECK_EQ(qp->resp.epsn, 103);
-	/* the requester re-asks from the missing PSN */
-	nsent = 0;
+	/* held: a re-request gets nothing, later requests execute but are not answered */
 	rx_reth(SWV_OP_READ_REQUEST, 101, true, va + 256, MEM_RKEY, 344, NULL, 0, 0);
+	rx_reth(SWV_OP_READ_REQUEST, 103, true, va + 8, MEM_RKEY, 10, NULL, 0, 0);
+	rx_atomic(SWV_OP_FETCH_ADD, 104, (uintptr_t)target, MEM_RKEY, 2, 0);
+	CHECK_EQ(*target, 42);
+	rx_reth(SWV_OP_WRITE_ONLY, 105, true, va + 1024, MEM_RKEY, 4, pattern, 4, 0);
+	CHECK_EQ(nsent, 1);
+	CHECK_EQ(qp->resp.epsn, 106);
+	CHECK_EQ(ncomps, 2); /* the atomic and the WRITE; neither READ yet */
+	/* the link takes one more packet, then refuses again: still held, from 102 */
+	xmit_fail_at = 2;
+	swv_resp_tx_resume(qp);
 	CHECK_EQ(nsent, 2);
-	check_read_resp(1, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
-	CHECK_EQ(ncomps, 1);
-	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_READ);
-	CHECK_EQ(comps[0].bytes, 600);
+	check_read_resp(1, SWV_OP_READ_RESP_MIDDLE, 101, pattern + 256, 256, 1);
+	CHECK(qp->resp.tx_retry_at != 0);
+	CHECK_EQ(qp->resp.tx_psn, 102);
+	CHECK_EQ(qp->resp.tx_backoff, 2);
+	/* then everything, in PSN order, the ACK last */
+	swv_resp_tx_resume(qp);
+	CHECK_EQ(qp->resp.tx_retry_at, 0);
+	CHECK_EQ(qp->resp.tx_backoff, 0);
+	CHECK_EQ(nsent, 6);
+	/* each with the MSN it had when it executed */
+	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
+	check_read_resp(3, SWV_OP_READ_RESP_ONLY, 103, pattern + 8, 10, 2);
+	CHECK_EQ(sent[4].p.opcode, SWV_OP_ATOMIC_ACK);
+	CHECK_EQ(sent[4].p.psn, 104);
+	CHECK_EQ(sent[4].p.atmack_orig, 40);
+	CHECK_EQ(sent[4].p.aeth_msn, 3);
+	check_ack(5, SWV_AETH_ACK, 105, 4);
+	CHECK_EQ(ncomps, 4);
+	CHECK_EQ(comps[2].slot, SWV_CNTR_REMOTE_RDMA_READ);
+	CHECK_EQ(comps[2].bytes, 600);
+	CHECK_EQ(comps[3].slot, SWV_CNTR_REMOTE_RDMA_READ);
+	CHECK_EQ(comps[3].bytes, 10);
+	/* a replay counts nothing more; not held, it is answered at once */
 	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(ncomps, 1);
-	/* a new READ counts as usual */
-	rx_reth(SWV_OP_READ_REQUEST, 103, true, va, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(ncomps, 2);
-	nsent = 0;
-	xmit_fail_at = 2; /* the LAST: counted already, just before it left */
+	CHECK_EQ(nsent, 9);
+	CHECK_EQ(ncomps, 4);
+
+	/* an error NAK is not held: the QP goes to ERR and nothing held is sent after it */
+	xmit_fail_at = nsent;
 	rx_reth(SWV_OP_READ_REQUEST, 106, true, va, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(nsent, 2);
-	CHECK_EQ(ncomps, 3);
-	rx_reth(SWV_OP_READ_REQUEST, 108, true, va + 512, MEM_RKEY, 88, NULL, 0, 0);
-	CHECK_EQ(nsent, 3);
-	CHECK_EQ(ncomps, 3);
-	/* a retry for a prefix only never reaches the last PSN (and counted is set) */
-	rx_reth(SWV_OP_READ_REQUEST, 106, true, va, MEM_RKEY, 256, NULL, 0, 0);
-	CHECK_EQ(nsent, 4);
-	CHECK_EQ(sent[3].p.opcode, SWV_OP_READ_RESP_ONLY);
-	CHECK_EQ(ncomps, 3);
-	CHECK_EQ(to_error_calls, 0);
+	CHECK(qp->resp.tx_retry_at != 0);
+	rx_reth(SWV_OP_WRITE_ONLY, 109, true, (uintptr_t)romem, RO_RKEY, 4, pattern, 4, 0);
+	CHECK_EQ(nsent, 10);
+	check_ack(9, SWV_AETH_NAK_ACCESS, 109, 5);
+	CHECK_EQ(to_error_calls, e0 + 1);
+	CHECK_EQ(qp->resp.tx_retry_at, 0);
 }
 
 static void test_read_errors(void)
@@ -1454,7 +1496,7 @@ int main(void)
 	test_write_errors();
 	test_recv_errors();
 	test_read();
-	test_read_socket_full();
+	test_read_link_full();
 	test_read_errors();
 	test_atomic();
 	test_psn_wrap();
