@@ -31,3 +31,16 @@ void swvt_child_wait(struct swvt_child *c)
 	CHECK(waitpid(c->pid, &st, 0) == c->pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
+
+void swvt_child_run(void (*fn)(void))
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		fn();
+		_exit(0);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}

@@ -14,47 +14,13 @@
 
 #include "check.h"
 #include "core/context.h"
-#include "inproc.h"
+#include "rcpair.h"
 #include "util/clock.h"
 
 #define NSEND	 200 /* more than one batch (64), below every queue's depth */
 #define SEND_LEN 8
 #define BATCH	 64 /* RX_SHM_BATCH in progress.c */
 #define HANG_NS	 60000000000ull
-
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_mr *mr;
-	struct ibv_qp *qp;
-};
-
-static void side_open(struct side *s)
-{
-	s->ctx = swvt_open_first_device();
-	s->pd = ibv_alloc_pd(s->ctx);
-	CHECK_PTR(s->pd);
-	s->cq = ibv_create_cq(s->ctx, 1024, NULL, NULL, 0);
-	CHECK_PTR(s->cq);
-	s->mr = swvt_reg_buf(s->pd, NSEND * SEND_LEN, IBV_ACCESS_LOCAL_WRITE);
-	struct ibv_qp_init_attr a = {
-	    .send_cq = s->cq,
-	    .recv_cq = s->cq,
-	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = 256, .max_recv_wr = 256, .max_send_sge = 1, .max_recv_sge = 1}};
-	s->qp = ibv_create_qp(s->pd, &a);
-	CHECK_PTR(s->qp);
-}
-
-static void side_close(struct side *s)
-{
-	CHECK_OK(ibv_destroy_qp(s->qp));
-	swvt_dereg_buf(s->mr);
-	CHECK_OK(ibv_destroy_cq(s->cq));
-	CHECK_OK(ibv_dealloc_pd(s->pd));
-	CHECK_OK(ibv_close_device(s->ctx));
-}
 
 static void hang_guard(uint64_t t0, const char *what)
 {
@@ -83,12 +49,13 @@ static void wait_cqes(struct ibv_cq *cq, int n, enum ibv_wc_opcode op, const cha
 
 int main(void)
 {
-	struct side ini, tgt;
-	side_open(&ini);
-	side_open(&tgt);
-	swvt_pair_to_init(ini.qp);
-	swvt_pair_to_init(tgt.qp);
-	swvt_pair_connect(ini.qp, tgt.qp);
+	/* queues deeper than NSEND; a buffer of one SEND_LEN slot per SEND */
+	struct swvt_rc_opts o = {.buf_len = NSEND * SEND_LEN,
+				 .mr_access = IBV_ACCESS_LOCAL_WRITE,
+				 .cq_depth = 1024,
+				 .max_wr = 256};
+	struct swvt_rc_side ini, tgt;
+	swvt_rc_pair_open(&ini, &tgt, &o, &o, NULL);
 	struct swv_context *tctx = to_swv_ctx(tgt.ctx);
 	if (!tctx->ports[0]->ep.shm) {
 		printf("SKIP: no intra-host link (SWVERBS_SHM=0?): a UDP batch is datagrams\n");
@@ -135,7 +102,6 @@ int main(void)
 	swv_progress_test_norx(tctx, false);
 	wait_cqes(ini.cq, NSEND, IBV_WC_SEND, "initiator completions");
 
-	side_close(&ini);
-	side_close(&tgt);
+	swvt_rc_pair_close(&ini, &tgt);
 	return 0;
 }

@@ -20,102 +20,44 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/context.h"
-#include "inproc.h"
-#include "link/shm.h"
+#include "child.h"
 #include "link/endpoint.h"
+#include "link/shm.h"
+#include "rcpair.h"
+#include "rcpair_int.h"
 #include "util/clock.h"
 
-#define BUF 65536
-
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_mr *mr;
-	struct ibv_qp *qp;
-};
-
-static void side_open(struct side *s)
-{
-	s->ctx = swvt_open_first_device();
-	s->pd = ibv_alloc_pd(s->ctx);
-	CHECK(s->pd);
-	s->cq = ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
-	CHECK(s->cq);
-	s->mr = swvt_reg_buf(
-	    s->pd, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	struct ibv_qp_init_attr ia = {
-	    .send_cq = s->cq,
-	    .recv_cq = s->cq,
-	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
-	s->qp = ibv_create_qp(s->pd, &ia);
-	CHECK(s->qp);
-	swvt_pair_to_init(s->qp);
-}
-
-static void side_close(struct side *s)
-{
-	CHECK_OK(ibv_destroy_qp(s->qp));
-	swvt_dereg_buf(s->mr);
-	CHECK_OK(ibv_destroy_cq(s->cq));
-	CHECK_OK(ibv_dealloc_pd(s->pd));
-	CHECK_OK(ibv_close_device(s->ctx));
-}
-
-static struct swv_endpoint *port0(struct side *s)
-{
-	return &to_swv_ctx(s->ctx)->ports[0]->ep;
-}
+/* The queue depths these scenarios need; the buffer, access and QP state by default. */
+static const struct swvt_rc_opts OPTS = {.cq_depth = 64, .max_wr = 32};
 
 static void wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op)
 {
-	struct ibv_wc wc;
-	uint64_t until = swv_now_ns() + 30000000000ull;
-	int n;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		CHECK(swv_now_ns() < until);
-	CHECK_EQ(n, 1);
+	struct ibv_wc wc = swvt_rc_wait_wc(cq);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.opcode, op);
 }
 
-static void post(struct side *s, enum ibv_wr_opcode op, uint32_t off, uint32_t len,
-		 const struct side *peer)
+/* len bytes at off of s's buffer to (or, a READ, from) the same place of peer's. */
+static void post(struct swvt_rc_side *s, enum ibv_wr_opcode op, uint32_t off, uint32_t len,
+		 const struct swvt_rc_side *peer)
 {
-	struct ibv_sge sge = {(uintptr_t)s->mr->addr + off, len, s->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = op,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = op,
-				 .send_flags = IBV_SEND_SIGNALED},
-			   *bad;
-	wr.wr.rdma.remote_addr = (uintptr_t)peer->mr->addr + off;
-	wr.wr.rdma.rkey = peer->mr->rkey;
-	CHECK_OK(ibv_post_send(s->qp, &wr, &bad));
-}
-
-static void fill(uint8_t *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(i * 31 + seed);
+	swvt_rc_post(s, op, off, len, (uintptr_t)peer->buf + off, peer->mr->rkey, 0);
 }
 
 /* 1 */
-static void test_traffic(struct side *a, struct side *b)
+static void test_traffic(struct swvt_rc_side *a, struct swvt_rc_side *b)
 {
-	struct swv_endpoint *ea = port0(a), *eb = port0(b);
+	struct swv_endpoint *ea = swvt_rc_ep(a), *eb = swvt_rc_ep(b);
 	CHECK(ea->shm && eb->shm);
 	uint64_t udp_a = atomic_load(&ea->udp_tx), udp_b = atomic_load(&eb->udp_tx);
 
 	uint8_t *pa = a->mr->addr, *pb = b->mr->addr;
-	fill(pa, 20000, 1);
+	swvt_rc_fill(pa, 20000, 1);
 	post(a, IBV_WR_RDMA_WRITE, 0, 20000, b);
 	wait_wc(a->cq, IBV_WC_RDMA_WRITE);
 	CHECK(!memcmp(pa, pb, 20000));
 
-	fill(pb + 32768, 9000, 2);
+	swvt_rc_fill(pb + 32768, 9000, 2);
 	post(a, IBV_WR_RDMA_READ, 32768, 9000, b);
 	wait_wc(a->cq, IBV_WC_RDMA_READ);
 	CHECK(!memcmp(pa + 32768, pb + 32768, 9000));
@@ -123,7 +65,7 @@ static void test_traffic(struct side *a, struct side *b)
 	struct ibv_sge rs = {(uintptr_t)pb + 50000, 4000, b->mr->lkey};
 	struct ibv_recv_wr rw = {.wr_id = 9, .sg_list = &rs, .num_sge = 1}, *rbad;
 	CHECK_OK(ibv_post_recv(b->qp, &rw, &rbad));
-	fill(pa + 50000, 4000, 3);
+	swvt_rc_fill(pa + 50000, 4000, 3);
 	post(a, IBV_WR_SEND, 50000, 4000, b);
 	wait_wc(a->cq, IBV_WC_SEND);
 	wait_wc(b->cq, IBV_WC_RECV);
@@ -140,9 +82,9 @@ static void test_traffic(struct side *a, struct side *b)
 }
 
 /* 2: a third endpoint of this process writes nonsense into its ring of b's inbox. */
-static void test_corrupt(struct side *a, struct side *b)
+static void test_corrupt(struct swvt_rc_side *a, struct swvt_rc_side *b)
 {
-	struct swv_endpoint *eb = port0(b), other;
+	struct swv_endpoint *eb = swvt_rc_ep(b), other;
 	CHECK_OK(swv_ep_open(&other, eb->addr, NULL));
 	CHECK_OK(swv_ep_attach_shm(&other));
 	struct sockaddr_in to = swv_ep_sockaddr(eb);
@@ -182,16 +124,16 @@ static void test_corrupt(struct side *a, struct side *b)
 
 	/* The link still carries a's traffic. */
 	uint8_t *pa = a->mr->addr, *pb = b->mr->addr;
-	fill(pa + 1000, 3000, 7);
+	swvt_rc_fill(pa + 1000, 3000, 7);
 	post(a, IBV_WR_RDMA_WRITE, 1000, 3000, b);
 	wait_wc(a->cq, IBV_WC_RDMA_WRITE);
 	CHECK(!memcmp(pa + 1000, pb + 1000, 3000));
 }
 
 /* 3 */
-static void test_udp_destination(struct side *a)
+static void test_udp_destination(struct swvt_rc_side *a)
 {
-	struct swv_endpoint *ea = port0(a);
+	struct swv_endpoint *ea = swvt_rc_ep(a);
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	CHECK(fd >= 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ea->addr};
@@ -213,22 +155,19 @@ static void test_udp_destination(struct side *a)
 }
 
 /* 4 */
+static void switch_off_child(void)
+{
+	setenv("SWVERBS_SHM", "0", 1);
+	struct swvt_rc_side s;
+	swvt_rc_side_open(&s, &OPTS);
+	CHECK(!swv_shm_enabled());
+	CHECK(swvt_rc_ep(&s)->shm == NULL);
+	swvt_rc_side_close(&s);
+}
+
 static void test_switch_off(void)
 {
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		setenv("SWVERBS_SHM", "0", 1);
-		struct side s;
-		side_open(&s);
-		CHECK(!swv_shm_enabled());
-		CHECK(port0(&s)->shm == NULL);
-		side_close(&s);
-		_exit(0);
-	}
-	int st;
-	CHECK_EQ(waitpid(pid, &st, 0), pid);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	swvt_child_run(switch_off_child);
 }
 
 int main(void)
@@ -238,14 +177,11 @@ int main(void)
 		return 0;
 	}
 	test_switch_off(); /* forks before any device is open in this process */
-	struct side a, b;
-	side_open(&a);
-	side_open(&b);
-	swvt_pair_connect(a.qp, b.qp);
+	struct swvt_rc_side a, b;
+	swvt_rc_pair_open(&a, &b, &OPTS, &OPTS, NULL);
 	test_traffic(&a, &b);
 	test_corrupt(&a, &b);
 	test_udp_destination(&a);
-	side_close(&a);
-	side_close(&b);
+	swvt_rc_pair_close(&a, &b);
 	return 0;
 }
