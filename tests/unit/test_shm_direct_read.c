@@ -14,6 +14,8 @@
  *                 0): the statuses of the ring (REM_ACCESS_ERR / REM_INV_REQ_ERR),
  *                 nothing read directly, the local buffer untouched, the target's
  *                 error count moved once.
+ *  read_local_errors  a READ into a local MR without LOCAL_WRITE, or with a bad
+ *                 lkey: LOC_PROT_ERR as on the ring, never completed as read directly.
  *  read_ordering  a READ behind an unacknowledged WRITE of the same bytes is not read
  *                 directly (it would overtake the WRITE): it returns the WRITE's bytes.
  *  read_dereg     an MR deregistered while one-packet READs stream from it: no READ
@@ -355,6 +357,39 @@ static void read_errors(void)
 	fprintf(stderr, "ok   read_errors\n");
 }
 
+/* A READ into a local buffer it may not write: the MR has no LOCAL_WRITE, or the lkey
+ * is no key of a. Read directly or not, it must end as on the ring: LOC_PROT_ERR,
+ * never a success, and the local bytes not written through that MR. */
+static void local_refused(bool bad_lkey)
+{
+	struct side a, b;
+	pair_open(&a, &b, RW, 4);
+	warm(&a, &b);
+	fill(b.buf, BUF, 6);
+	memset(a.buf, 0x5a, BUF);
+	struct ibv_mr *ro = ibv_reg_mr(a.pd, a.buf, BUF, 0); /* local read only */
+	CHECK(ro);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	wr_init(&a, &wr, &sge, IBV_WR_RDMA_READ, 0, 64, (uintptr_t)b.buf + 64, b.mr->rkey);
+	sge.lkey = bad_lkey ? a.mr->lkey ^ 0x80 : ro->lkey;
+	CHECK_OK(ibv_post_send(a.qp, &wr, &bad));
+	struct ibv_wc wc = wait_wc(a.cq);
+	CHECK_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(qstat(&a).req_placed_reads, 0);
+	for (size_t i = 0; i < BUF; i++)
+		CHECK_EQ(a.buf[i], 0x5a);
+	CHECK_OK(ibv_dereg_mr(ro));
+	pair_close(&a, &b);
+}
+
+static void read_local_errors(void)
+{
+	local_refused(false);
+	local_refused(true);
+	fprintf(stderr, "ok   read_local_errors\n");
+}
+
 static void read_ordering(void)
 {
 	struct side a, b;
@@ -546,6 +581,7 @@ int main(void)
 	}
 	read_placed();
 	read_errors();
+	read_local_errors();
 	read_ordering();
 	read_dereg();
 	read_forged();
