@@ -25,6 +25,8 @@
  *                 bad rkey through the ring is NAKed and counted as a refused read; a
  *                 flagged READ over UDP is an ordinary READ (answered with data, not
  *                 counted as placed).
+ *  read_pid_reused  the inbox's owner pid names another process (the owner died,
+ *                 its pid was reused): nothing is read from that process.
  *  read_switch    SWVERBS_SHM_DIRECT=0: READs take the ring (a child process: the
  *                 switch is read once).
  */
@@ -542,6 +544,42 @@ static void read_forged(void)
 	fprintf(stderr, "ok   read_forged\n");
 }
 
+/* The inbox names a pid that is no longer its owner's (the owner died and the pid was
+ * reused): here a child of fork, whose copy of b's buffer holds the old bytes. Nothing
+ * may be read from (or placed into) that process: the READ returns b's bytes. */
+static void read_pid_reused(void)
+{
+	struct side a, b;
+	pair_open(&a, &b, RW, 4);
+	memset(b.buf, 0x11, BUF);
+	int go[2];
+	CHECK_OK(pipe(go));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		(void)!read(go[0], &c, 1); /* until the parent is done */
+		_exit(0);
+	}
+	close(go[0]);
+	swv_shm_test_set_owner_pid(port0(&b)->shm, pid);
+	warm(&a, &b); /* a attaches to b's inbox now */
+	memset(b.buf, 0x22, BUF);
+	uint64_t d0 = stats(&a).direct_rd;
+	post(&a, IBV_WR_RDMA_READ, 0, 64, (uintptr_t)b.buf + 128, b.mr->rkey);
+	CHECK_EQ(wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	for (int i = 0; i < 64; i++)
+		CHECK_EQ(a.buf[i], 0x22);
+	CHECK_EQ(stats(&a).direct_rd, d0);
+	close(go[1]);
+	int st;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	swv_shm_test_set_owner_pid(port0(&b)->shm, getpid());
+	pair_close(&a, &b);
+	fprintf(stderr, "ok   read_pid_reused\n");
+}
+
 static void read_switch(void)
 {
 	pid_t pid = fork();
@@ -585,5 +623,6 @@ int main(void)
 	read_ordering();
 	read_dereg();
 	read_forged();
+	read_pid_reused();
 	return 0;
 }
