@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@
 #include "util/log.h"
 
 #define SHM_MAGIC   0x31304d4853565753ull /* "SWVSHM01" */
-#define SHM_VERSION 3
+#define SHM_VERSION 4
 #define REC_HDR	    8u
 #define REC_WRAP    UINT32_MAX /* record marker: the rest of the ring is unused */
 #define SHM_MAX_PKT SWV_EP_MAX_DGRAM
@@ -50,6 +51,9 @@ struct shm_hdr {
 	_Atomic uint32_t sleeping;
 	_Atomic uint32_t nclaimed; /* slots [0, nclaimed) may be in use */
 	uint64_t dt_salt;	   /* mixed into every placement-table check word */
+	/* The owner's start time (/proc/<pid>/stat): owner_pid names the owner only while
+	 * the process of that pid started then (a pid is reused once its process dies). */
+	uint64_t owner_start;
 };
 
 struct shm_slot {
@@ -119,6 +123,7 @@ struct swv_shm_peer {
 	 * cleared for good when the kernel refuses or the table is found corrupt. */
 	_Atomic bool direct_ok;
 	int32_t owner_pid;
+	int owner_fd; /* a pidfd of the owner while direct_ok (0: none, else fd + 1) */
 	unsigned slot_idx;
 };
 
@@ -252,6 +257,28 @@ static uint64_t self_pidns(void)
 {
 	struct stat st;
 	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), 0
+ * when unknown. */
+static uint64_t proc_start(int32_t pid)
+{
+	char path[32], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *f = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!f)
+		return 0;
+	for (int k = 0; k < 20 && f; k++) /* field 2 ends here; field 22 is 20 further */
+		f = strchr(f + 1, ' ');
+	return f ? strtoull(f + 1, NULL, 10) : 0;
 }
 
 static bool pid_alive(int32_t pid)
@@ -524,6 +551,7 @@ struct swv_shm_port *swv_shm_open(struct in_addr addr, uint16_t port, int fd)
 	sp->inbox->ring_bytes = SWV_SHM_RING_BYTES;
 	sp->inbox->owner_pid = sp->pid;
 	sp->inbox->owner_pidns = self_pidns();
+	sp->inbox->owner_start = proc_start(sp->pid);
 	sp->inbox->dt_salt = swv_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)sp->pid << 32;
 	/* Born armed: the progress thread may be asleep already, and it arms only the
 	 * inboxes it knows of before it sleeps; the first sender then rings. */
@@ -582,6 +610,9 @@ static void peer_detach(struct swv_shm_peer *p, bool release)
 	p->owner_checked = 0;
 	atomic_store(&p->stale, false);
 	atomic_store(&p->direct_ok, false);
+	if (p->owner_fd)
+		close(p->owner_fd - 1);
+	p->owner_fd = 0;
 }
 
 static void peer_unmap(struct swv_shm_peer *p, bool release)
@@ -685,6 +716,29 @@ static bool direct_trust_ok(int32_t pid)
 	return pid != getpid() || prctl(PR_GET_DUMPABLE) == 1;
 }
 
+/* Hold the inbox's owner by a pidfd, for swv_shm_direct to tell at each placement
+ * whether it still lives: only if the process now at owner_pid is the one that made
+ * the inbox (its start time), checked after the pidfd is taken, so that the pidfd
+ * names the owner itself and never a process that got its pid after it died. */
+static bool owner_pin(struct swv_shm_peer *p, const struct shm_hdr *h)
+{
+	long fd = syscall(SYS_pidfd_open, (pid_t)p->owner_pid, 0u);
+	if (fd < 0)
+		return false;
+	uint64_t t = proc_start(p->owner_pid);
+	if (!t || t != h->owner_start) {
+		close((int)fd);
+		return false;
+	}
+	p->owner_fd = (int)fd + 1;
+	return true;
+}
+
+static bool owner_lives(const struct swv_shm_peer *p)
+{
+	return p->owner_fd && syscall(SYS_pidfd_send_signal, p->owner_fd - 1, 0, NULL, 0u) == 0;
+}
+
 static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 		       const struct sockaddr_in *dst)
 {
@@ -734,7 +788,7 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	 * within one PID namespace. */
 	uint64_t ns = self_pidns();
 	atomic_store(&p->direct_ok, ns && ns == h->owner_pidns && p->owner_pid > 0 &&
-					direct_trust_ok(p->owner_pid));
+					direct_trust_ok(p->owner_pid) && owner_pin(p, h));
 	p->tail = atomic_load(&s->tail);
 	atomic_store_explicit(&p->ring, ring_at(h, idx), memory_order_release);
 	return 0;
@@ -1328,6 +1382,12 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 		     !atomic_load_explicit(&h->closed, memory_order_relaxed);
 	ssize_t n = -1;
 	int err = 0;
+	/* The owner may have died since attach and its pid gone to another process: the
+	 * pidfd tells (a pid reused within the next few instructions is beyond reach). */
+	if (still && !owner_lives(p)) {
+		still = false;
+		err = ESRCH;
+	}
 	if (still) {
 		struct iovec lv = {buf, len}, rv = {(void *)(uintptr_t)host, len};
 		n = d->read ? process_vm_readv(p->owner_pid, &lv, 1, &rv, 1, 0)
@@ -1365,6 +1425,11 @@ int swv_shm_test_mark_placing(struct swv_shm_peer *p, uint32_t rkey)
 		}
 	}
 	return ENOENT;
+}
+
+void swv_shm_test_set_owner_pid(struct swv_shm_port *sp, int32_t pid)
+{
+	sp->inbox->owner_pid = pid;
 }
 
 void swv_shm_test_corrupt_table(struct swv_shm_port *sp)

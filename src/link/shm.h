@@ -141,6 +141,9 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
  * dies there); scribble over every published entry of sp's table. */
 int swv_shm_test_mark_placing(struct swv_shm_peer *p, uint32_t rkey);
 void swv_shm_test_corrupt_table(struct swv_shm_port *sp);
+/* Make the inbox name another process as its owner, as when the owner died and its
+ * pid went to an unrelated process (for tests; before any sender attaches). */
+void swv_shm_test_set_owner_pid(struct swv_shm_port *sp, int32_t pid);
 
 /* Statistics (any thread; relaxed). direct_*: placements done (direct_rd: of them,
  * reads from the owner's memory), attempts that fell back to the ring, tables found

@@ -862,8 +862,8 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		return;
 	}
 	if (pkt->paylen) {
-		int rc = swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, off, pkt->payload,
-					pkt->paylen);
+		int rc = swv_mr_scatter(qp->ctx, swv_req_wqe_pd(qp, w), w->sge, w->num_sge, off,
+					pkt->payload, pkt->paylen);
 		if (rc) {
 			if (w == h) {
 				comp_head(qp, IBV_WC_LOC_PROT_ERR);

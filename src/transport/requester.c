@@ -14,6 +14,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "core/srq.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
 #include "transport/opcode.h"
@@ -423,6 +424,11 @@ static bool direct_read_ok(const struct swv_qp *qp, const struct swv_send_wqe *w
  * is undefined until it completes) and the READ takes the ring, whose responder and
  * completer then report what is wrong (a bad local SGE: the completer's LOC_PROT_ERR
  * when it scatters the response). */
+struct swv_pd *swv_req_wqe_pd(const struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	return w->tm_op == SWV_TM_WQE_READ && qp->srq ? qp->srq->pd : qp->pd;
+}
+
 static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t *buf)
 {
 	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
@@ -434,7 +440,8 @@ static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t 
 				   .read = true};
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, buf, w->length))
 		return false;
-	return swv_mr_scatter(qp->ctx, qp->pd, w->sge, w->num_sge, 0, buf, w->length) == 0;
+	return swv_mr_scatter(qp->ctx, swv_req_wqe_pd(qp, w), w->sge, w->num_sge, 0, buf,
+			      w->length) == 0;
 }
 
 /* Build and transmit packet k (PSN psn) of w, 'since' packets after the last AckReq.

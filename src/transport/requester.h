@@ -202,6 +202,9 @@ int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 /* The PSN of the next packet the transmit cursor sends (PSNs before it went out at
  * least once since the last rewind). */
 uint32_t swv_req_cursor_psn(const struct swv_qp *qp);
+/* The PD w's local SGEs belong to: the QP's, but the tag-matching SRQ's for the
+ * device's rendezvous READ, whose SGEs are a tagged buffer's (transport/tm.h). */
+struct swv_pd *swv_req_wqe_pd(const struct swv_qp *qp, const struct swv_send_wqe *w);
 /* Packets a WQE takes on the wire (READ: one PSN per response packet). */
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu);
 

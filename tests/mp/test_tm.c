@@ -19,6 +19,8 @@
  *   counters: every receive once on RECV (when its data is in place); the device's
  *   READ and FIN on no send-side slot of the receiver; the READ counts as a remote
  *   READ at the sender.
+ * The SRQ is on a PD of its own, not the QP's: tagged buffers are the SRQ's for the
+ * eager data and the device's READ alike.
  * Run once clean and once under packet faults.
  */
 #include <endian.h>
@@ -160,6 +162,10 @@ struct rx {
 	struct ibv_srq *srq;
 	uint32_t unexp; /* unexpected messages handled */
 	uint32_t qpn;
+	/* The SRQ lives on a PD of its own (the QP's is t->pd): its buffers' lkeys are
+	 * the SRQ's PD's, for eager data and the device's rendezvous READ alike. */
+	struct ibv_pd *srq_pd;
+	struct ibv_mr *srq_mr;
 };
 
 struct got {
@@ -229,8 +235,8 @@ static uint32_t add(struct rx *r, uint64_t tag, uint64_t mask, uint64_t off, uin
 		    bool sync, unsigned want_flags)
 {
 	uint32_t half = len / 2;
-	struct ibv_sge sge[2] = {{(uintptr_t)r->t->buf + off, half, r->t->mr->lkey},
-				 {(uintptr_t)r->t->buf + off + half, len - half, r->t->mr->lkey}};
+	struct ibv_sge sge[2] = {{(uintptr_t)r->t->buf + off, half, r->srq_mr->lkey},
+				 {(uintptr_t)r->t->buf + off + half, len - half, r->srq_mr->lkey}};
 	struct ibv_ops_wr w = {.wr_id = 0xadd0 + tag,
 			       .opcode = IBV_WR_TAG_ADD,
 			       .flags = IBV_OPS_SIGNALED | (sync ? IBV_OPS_TM_SYNC : 0)};
@@ -317,7 +323,7 @@ static void expect_whole(struct rx *r, uint64_t wr_id, enum ibv_wc_opcode opc, u
 
 static void post_plain(struct rx *r, uint64_t wr_id, uint64_t off)
 {
-	struct ibv_sge sge = {(uintptr_t)r->t->buf + off, SLOT, r->t->mr->lkey};
+	struct ibv_sge sge = {(uintptr_t)r->t->buf + off, SLOT, r->srq_mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
 	CHECK_OK(ibv_post_srq_recv(r->srq, &wr, &bad));
 }
@@ -424,6 +430,10 @@ static void receiver(struct swvt *t, void *arg)
 	CHECK(dx.tm_caps.max_rndv_hdr_size >= sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh) + 8);
 
 	struct rx r = {.t = t};
+	r.srq_pd = ibv_alloc_pd(t->ctx);
+	CHECK_PTR(r.srq_pd);
+	r.srq_mr = ibv_reg_mr(r.srq_pd, t->buf, t->opts.buf_size, IBV_ACCESS_LOCAL_WRITE);
+	CHECK_PTR(r.srq_mr);
 	struct ibv_cq_init_attr_ex ca = {
 	    .cqe = 256, .wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_TM_INFO};
 	r.cq = ibv_create_cq_ex(t->ctx, &ca);
@@ -434,7 +444,7 @@ static void receiver(struct swvt *t, void *arg)
 						      IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ |
 						      IBV_SRQ_INIT_ATTR_TM,
 					 .srq_type = IBV_SRQT_TM,
-					 .pd = t->pd,
+					 .pd = r.srq_pd,
 					 .cq = cq,
 					 .tm_cap = {.max_num_tags = NTAGS, .max_ops = NTAGS}};
 	r.srq = ibv_create_srq_ex(t->ctx, &x);
@@ -575,6 +585,8 @@ static void receiver(struct swvt *t, void *arg)
 	swvt_barrier(t);
 	CHECK_OK(ibv_destroy_qp(s.qp[0]));
 	CHECK_OK(ibv_destroy_srq(r.srq));
+	CHECK_OK(ibv_dereg_mr(r.srq_mr));
+	CHECK_OK(ibv_dealloc_pd(r.srq_pd));
 	CHECK_OK(ibv_destroy_comp_cntr(recv));
 	CHECK_OK(ibv_destroy_comp_cntr(sendside));
 	CHECK_OK(ibv_destroy_cq(cq));

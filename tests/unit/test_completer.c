@@ -1249,6 +1249,44 @@ static void test_sack_bad_map(void)
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 }
 
+/* Selective ACK across the 2^24 PSN wrap: a NAK at 0xfffffe whose map holds 0x000000
+ * and 0x000002 resends 0xfffffe, 0xffffff and 0x000001, each once, for one retry. */
+static void test_sack_wrap(void)
+{
+	const uint32_t w0 = 0xfffffcu; /* WQE k: w0 + 3k .. w0 + 3k + 2, mod 2^24 */
+	setup(3, 7);
+	qp->attr.sq_psn = w0;
+	swv_req_reset(qp);
+	qp->req.window = qp->req.cwnd = 128;
+	swv_req_run(qp);
+	CHECK_EQ(ntx, (int)(3 * NWQE));
+	CHECK_EQ(tx_psn[4], 0u);
+	static uint8_t map[4];
+	memset(map, 0, sizeof(map));
+	map[0] = 1u << 1 | 1u << 3; /* bit i: 0xfffffe + 1 + i, so 0x000000 and 0x000002 */
+	struct swv_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.opcode = SWV_OP_RC | SWV_OP_ACK;
+	p.flags = swv_opcode(p.opcode)->flags;
+	p.psn = 0xfffffeu;
+	p.aeth_syndrome = 0x60;
+	p.sack = true;
+	p.sack_map = map;
+	p.sack_len = sizeof(map);
+	swv_comp_rx(qp, &p);
+	CHECK_EQ(ntx, (int)(3 * NWQE) + 3);
+	CHECK_EQ(tx_psn[ntx - 3], 0xfffffeu);
+	CHECK_EQ(tx_psn[ntx - 2], 0xffffffu);
+	CHECK_EQ(tx_psn[ntx - 1], 0x000001u);
+	CHECK(tx_ackreq[ntx - 1]);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req.una_psn, 0xfffffeu);
+	respond((w0 + 3 * NWQE - 1) & SWV_PSN_MASK, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -1283,6 +1321,7 @@ int main(void)
 	test_sack_update();
 	test_sack_again();
 	test_sack_bad_map();
+	test_sack_wrap();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);

@@ -14,6 +14,8 @@
  *                 0): the statuses of the ring (REM_ACCESS_ERR / REM_INV_REQ_ERR),
  *                 nothing read directly, the local buffer untouched, the target's
  *                 error count moved once.
+ *  read_local_errors  a READ into a local MR without LOCAL_WRITE, or with a bad
+ *                 lkey: LOC_PROT_ERR as on the ring, never completed as read directly.
  *  read_ordering  a READ behind an unacknowledged WRITE of the same bytes is not read
  *                 directly (it would overtake the WRITE): it returns the WRITE's bytes.
  *  read_dereg     an MR deregistered while one-packet READs stream from it: no READ
@@ -23,6 +25,8 @@
  *                 bad rkey through the ring is NAKed and counted as a refused read; a
  *                 flagged READ over UDP is an ordinary READ (answered with data, not
  *                 counted as placed).
+ *  read_pid_reused  the inbox's owner pid names another process (the owner died,
+ *                 its pid was reused): nothing is read from that process.
  *  read_switch    SWVERBS_SHM_DIRECT=0: READs take the ring (a child process: the
  *                 switch is read once).
  */
@@ -31,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "child.h"
@@ -185,6 +190,39 @@ static void read_errors(void)
 	fprintf(stderr, "ok   read_errors\n");
 }
 
+/* A READ into a local buffer it may not write: the MR has no LOCAL_WRITE, or the lkey
+ * is no key of a. Read directly or not, it must end as on the ring: LOC_PROT_ERR,
+ * never a success, and the local bytes not written through that MR. */
+static void local_refused(bool bad_lkey)
+{
+	struct swvt_rc_side a, b;
+	swvt_rc_pair_open(&a, &b, &RD_CNTR, &RD_CNTR, NULL);
+	swvt_rc_warm(&a, &b);
+	swvt_rc_fill(b.buf, BUF, 6);
+	memset(a.buf, 0x5a, BUF);
+	struct ibv_mr *ro = ibv_reg_mr(a.pd, a.buf, BUF, 0); /* local read only */
+	CHECK(ro);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	swvt_rc_wr(&a, &wr, &sge, IBV_WR_RDMA_READ, 0, 64, (uintptr_t)b.buf + 64, b.mr->rkey);
+	sge.lkey = bad_lkey ? a.mr->lkey ^ 0x80 : ro->lkey;
+	CHECK_OK(ibv_post_send(a.qp, &wr, &bad));
+	struct ibv_wc wc = swvt_rc_wait_wc(a.cq);
+	CHECK_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(qstat(&a).req_placed_reads, 0);
+	for (size_t i = 0; i < BUF; i++)
+		CHECK_EQ(a.buf[i], 0x5a);
+	CHECK_OK(ibv_dereg_mr(ro));
+	swvt_rc_pair_close(&a, &b);
+}
+
+static void read_local_errors(void)
+{
+	local_refused(false);
+	local_refused(true);
+	fprintf(stderr, "ok   read_local_errors\n");
+}
+
 static void read_ordering(void)
 {
 	struct swvt_rc_side a, b;
@@ -296,6 +334,39 @@ static void read_switch_child(void)
 	swvt_rc_pair_close(&a, &b);
 }
 
+/* A child that waits until the parent closes its end. */
+static int until_parent_done(int up, int down)
+{
+	char ch;
+	(void)up;
+	return read(down, &ch, 1) == 0 ? 0 : 1;
+}
+
+/* The inbox names a pid that is no longer its owner's (the owner died and the pid was
+ * reused): here a child of fork, whose copy of b's buffer holds the old bytes. Nothing
+ * may be read from (or placed into) that process: the READ returns b's bytes. */
+static void read_pid_reused(void)
+{
+	struct swvt_rc_side a, b;
+	swvt_rc_pair_open(&a, &b, &RD_CNTR, &RD_CNTR, NULL);
+	memset(b.buf, 0x11, BUF);
+	struct swvt_child c;
+	swvt_child_start(&c, until_parent_done);
+	swv_shm_test_set_owner_pid(swvt_rc_ep(&b)->shm, c.pid);
+	swvt_rc_warm(&a, &b); /* a attaches to b's inbox now */
+	memset(b.buf, 0x22, BUF);
+	uint64_t d0 = swvt_rc_shm_stats(&a).direct_rd;
+	swvt_rc_post(&a, IBV_WR_RDMA_READ, 0, 64, (uintptr_t)b.buf + 128, b.mr->rkey, 0);
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	for (int i = 0; i < 64; i++)
+		CHECK_EQ(a.buf[i], 0x22);
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_rd, d0);
+	swvt_child_wait(&c);
+	swv_shm_test_set_owner_pid(swvt_rc_ep(&b)->shm, getpid());
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   read_pid_reused\n");
+}
+
 static void read_switch(void)
 {
 	swvt_child_run(read_switch_child);
@@ -308,8 +379,10 @@ int main(void)
 	swvt_rc_need_direct();
 	read_placed();
 	read_errors();
+	read_local_errors();
 	read_ordering();
 	read_dereg();
 	read_forged();
+	read_pid_reused();
 	return 0;
 }
