@@ -605,6 +605,12 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		swv_resp_rx_from(qp, pkt, src);
 		if (qp->tm_kick) { /* a rendezvous READ to send (transport/tm.h) */
 			qp->tm_kick = false;
+			/* The rendezvous SEND's ACK first: the READ may be read directly and
+			 * complete in this call, sending the FIN, which must not reach the
+			 * sender before the ACK of the SEND it answers (its SEND completion
+			 * comes first on hardware, and pyverbs' test_tm_rndv polls in that
+			 * order). */
+			swv_resp_flush_ack(qp);
 			swv_req_run(qp);
 		}
 	} else if (response) {

@@ -67,9 +67,10 @@ static void sender(struct swvt *t, void *arg)
 	memset(&s, 0, sizeof(s));
 	s.t = t;
 	s.nqp = 1;
-	s.scq = ibv_create_cq(t->ctx, 64, NULL, NULL, 0);
-	s.rcq = ibv_create_cq(t->ctx, 64, NULL, NULL, 0);
-	CHECK(s.scq && s.rcq);
+	/* one CQ for both queues, as pyverbs' test_tm_rndv has: it shows the order of the
+	 * SEND's completion and the FIN's */
+	s.scq = s.rcq = ibv_create_cq(t->ctx, 64, NULL, NULL, 0);
+	CHECK(s.scq);
 	struct ibv_qp_init_attr ia = {
 	    .send_cq = s.scq,
 	    .recv_cq = s.rcq,
@@ -127,8 +128,11 @@ static void sender(struct swvt *t, void *arg)
 		struct ibv_wc wc;
 		swvt_poll_n(s.scq, &wc, 1, 20000);
 		CHECK_WC(wc, IBV_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, IBV_WC_SEND);
 		if (c.tmh_op == IBV_TMH_RNDV && c.len <= SLOT) {
-			/* matched with room: the device read the data and said FIN */
+			/* matched with room: the device read the data and said FIN -- after
+			 * the SEND's completion: the receiver ACKs the SEND before it reads
+			 * (a READ it reads directly completes at once, and the FIN follows) */
 			swvt_poll_n(s.rcq, &wc, 1, 20000);
 			CHECK_WC(wc, IBV_WC_SUCCESS);
 			CHECK_EQ(wc.opcode, IBV_WC_RECV);
@@ -151,7 +155,6 @@ static void sender(struct swvt *t, void *arg)
 	CHECK_OK(ibv_destroy_qp(s.qp[0]));
 	CHECK_OK(ibv_destroy_comp_cntr(rread));
 	CHECK_OK(ibv_destroy_cq(s.scq));
-	CHECK_OK(ibv_destroy_cq(s.rcq));
 }
 
 /* ---------------------------------------------------------------- receiver */
@@ -556,6 +559,25 @@ static void receiver(struct swvt *t, void *arg)
 	CHECK_EQ(g.byte_len, RNDV_LEN);
 	CHECK_EQ(g.tm.tag, 0);
 	check_data(t->buf + 7 * SLOT, 0x777, RNDV_LEN);
+	nrecv++;
+	CHECK_EQ(swvt_cntr_read(recv), nrecv);
+
+	/* A one-packet rendezvous: on the intra-host link the device reads it directly,
+	 * the READ completes and the FIN leaves within the handling of the request (the
+	 * sender checks that the SEND's ACK came first). */
+	memset(t->buf + 9 * SLOT, 0, SLOT);
+	add(&r, 0x779, ~0ull, 9 * SLOT, SLOT, true, 0);
+	send_cmd(&r, IBV_TMH_RNDV, 0x779, 512);
+	g = poll1(&r);
+	CHECK_EQ(g.status, IBV_WC_SUCCESS);
+	CHECK_EQ(g.flags, IBV_WC_TM_MATCH);
+	CHECK_EQ(g.tm.tag, 0x779);
+	g = poll1(&r);
+	CHECK_EQ(g.status, IBV_WC_SUCCESS);
+	CHECK_EQ(g.opcode, IBV_WC_TM_RECV);
+	CHECK_EQ(g.flags, IBV_WC_TM_DATA_VALID);
+	CHECK_EQ(g.byte_len, 512);
+	check_data(t->buf + 9 * SLOT, 0x779, 512);
 	nrecv++;
 	CHECK_EQ(swvt_cntr_read(recv), nrecv);
 
