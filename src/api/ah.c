@@ -29,7 +29,8 @@ SWV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a
 		return NULL;
 	}
 	ah->ibah.context = pd->context;
-	ah->ibah.pd = pd;
+	/* the PD itself, not an import of it: ibv_unimport_pd may free that first */
+	ah->ibah.pd = &to_swv_pd(pd)->ibpd;
 	ah->attr = *attr;
 	ah->dst.sin_family = AF_INET;
 	ah->dst.sin_addr = ip;

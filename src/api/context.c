@@ -18,6 +18,6 @@ SWV_EXPORT int ibv_close_device(struct ibv_context *context)
 {
 	if (!context)
 		return EINVAL;
-	swv_ctx_close(to_swv_ctx(context));
-	return 0;
+	/* This ibv_context only: the state goes with the last one sharing it. */
+	return swv_ctx_release(swv_ctx_raw(context));
 }

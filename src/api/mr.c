@@ -16,6 +16,8 @@ static struct ibv_mr *reg(struct ibv_pd *ibpd, void *addr, size_t length, uint64
 	}
 	struct swv_mr *mr = swv_mr_register(to_swv_ctx(ibpd->context), to_swv_pd(ibpd), addr,
 					    length, iova, access);
+	if (mr)
+		mr->ibmr.context = ibpd->context; /* an imported PD's: the importing context */
 	return mr ? &mr->ibmr : NULL;
 }
 
@@ -49,6 +51,8 @@ SWV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (!ibmr)
 		return EINVAL;
 	struct swv_mr *mr = swv_container_of(ibmr, struct swv_mr, ibmr);
+	if (mr->shared)
+		return EINVAL; /* an import: the creator deregisters, ibv_unimport_mr releases */
 	return swv_mr_deregister(to_swv_ctx(ibmr->context), mr);
 }
 
@@ -74,6 +78,8 @@ SWV_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, v
 	if (!flags || ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != ibmr->context))
 		rc = EINVAL; /* the kernel: no flags; PD handle not found */
 	struct swv_mr *mr = swv_container_of(ibmr, struct swv_mr, ibmr);
+	if (mr->shared)
+		rc = EINVAL; /* an import is only a name for its creator's MR */
 	if (!rc)
 		rc = swv_mr_rereg(to_swv_ctx(ibmr->context), mr, flags,
 				  (flags & IBV_REREG_MR_CHANGE_PD) ? to_swv_pd(pd) : NULL, addr,

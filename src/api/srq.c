@@ -24,6 +24,8 @@ SWV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	}
 	struct swv_srq *srq =
 		swv_srq_create(to_swv_pd(pd), &srq_init_attr->attr, srq_init_attr->srq_context);
+	if (srq)
+		srq->ibsrq.context = pd->context; /* an imported PD's: the importing context */
 	return srq ? &srq->ibsrq : NULL;
 }
 

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/comp_cntr.h"
@@ -27,6 +29,18 @@
 #include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
+
+/* The primaries whose ident_fd can be imported, linked by import_entry. The lock also
+ * covers every primary's refs, imports and the closed flags (core/context.h). */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct swv_list registry = {&registry, &registry};
+
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
 
 static bool fault_env_set(void)
 {
@@ -120,6 +134,12 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	swv_list_init(&ctx->cntr_list);
 	pthread_mutex_init(&ctx->dm_lock, NULL);
 	swv_list_init(&ctx->dm_list);
+	pthread_mutex_init(&ctx->pd_lock, NULL);
+	swv_list_init(&ctx->pd_list);
+	swv_list_init(&ctx->imports);
+	swv_list_init(&ctx->import_entry);
+	ctx->ident_fd = -1;
+	ctx->refs = 1;
 
 	struct ibv_context *ib = &ctx->vctx.context;
 	ib->device = &dev->ibdev;
@@ -190,11 +210,20 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	if (!ctx->ports[0])
 		goto err_port;
 	ctx->fault = ctx->ports[0]->fault;
-	/* Programs treat cmd_fd as an open descriptor (pyverbs' test_shared_pd dup()s
-	 * it before ibv_import_device): give them one that carries no commands, so that
-	 * import then answers EOPNOTSUPP instead of the dup failing with EBADF. If even
-	 * /dev/null cannot be opened the context still works, with -1. */
-	ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* cmd_fd carries no commands; it names the context: a dup of a memfd of its own,
+	 * whose inode ibv_import_device maps back to it (programs dup() cmd_fd before
+	 * importing, as pyverbs' test_shared_pd does). Without a memfd the context still
+	 * works, with /dev/null (or -1) and nothing to import. */
+	ctx->ident_fd = memfd_create("swverbs-context", MFD_CLOEXEC);
+	if (ctx->ident_fd >= 0)
+		ib->cmd_fd = fcntl(ctx->ident_fd, F_DUPFD_CLOEXEC, 0);
+	else
+		ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (ctx->ident_fd >= 0 && ib->cmd_fd >= 0) {
+		pthread_mutex_lock(&registry_lock);
+		swv_list_add_tail(&registry, &ctx->import_entry);
+		pthread_mutex_unlock(&registry_lock);
+	}
 	swv_stat_register(ctx); /* swverbs-stat can see it from now on (core/stat.h) */
 	return ctx;
 
@@ -207,6 +236,7 @@ err_mr:
 	swv_async_fini(&ctx->async);
 err_pipe:
 	pthread_mutex_destroy(&ib->mutex);
+	pthread_mutex_destroy(&ctx->pd_lock);
 	pthread_mutex_destroy(&ctx->cntr_lock);
 	pthread_mutex_destroy(&ctx->trig_lock);
 	pthread_mutex_destroy(&ctx->trig_run_lock);
@@ -233,9 +263,36 @@ void swv_ctx_close(struct swv_context *ctx)
 	swv_mr_table_destroy(&ctx->mrs);
 	/* After the QPs and MRs, which used it (the MRs counted in dm->users). */
 	swv_dm_release_all(ctx);
+	/* PDs the application did not deallocate are the context's (after the MR
+	 * table, whose teardown still counts on them); ibv_dealloc_pd is the other way
+	 * out, never both: it takes the PD off pd_list. */
+	struct swv_list *pos, *tmp;
+	swv_list_for_each_safe(pos, tmp, &ctx->pd_list)
+	{
+		struct swv_pd *pd = swv_list_entry(pos, struct swv_pd, entry);
+		swv_list_del(&pd->entry);
+		free(pd);
+	}
 	swv_async_fini(&ctx->async);
-	if (ctx->vctx.context.cmd_fd >= 0)
+	/* Out of the registry before ident_fd closes (its inode may then be reused). */
+	pthread_mutex_lock(&registry_lock);
+	swv_list_del(&ctx->import_entry);
+	swv_list_init(&ctx->import_entry);
+	swv_list_for_each_safe(pos, tmp, &ctx->imports)
+	{
+		struct swv_context *imp = swv_list_entry(pos, struct swv_context, import_entry);
+		swv_list_del(&imp->import_entry);
+		if (!imp->closed && imp->vctx.context.cmd_fd >= 0)
+			close(imp->vctx.context.cmd_fd);
+		pthread_mutex_destroy(&imp->vctx.context.mutex);
+		free(imp);
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (!ctx->closed && ctx->vctx.context.cmd_fd >= 0)
 		close(ctx->vctx.context.cmd_fd);
+	if (ctx->ident_fd >= 0)
+		close(ctx->ident_fd);
+	pthread_mutex_destroy(&ctx->pd_lock);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
 	pthread_mutex_destroy(&ctx->cntr_lock);
 	pthread_mutex_destroy(&ctx->trig_lock);
@@ -244,6 +301,68 @@ void swv_ctx_close(struct swv_context *ctx)
 	pthread_mutex_destroy(&ctx->mcast_lock);
 	pthread_mutex_destroy(&ctx->dm_lock);
 	free(ctx);
+}
+
+int swv_ctx_release(struct swv_context *raw)
+{
+	struct swv_context *p = raw->primary ? raw->primary : raw;
+	pthread_mutex_lock(&registry_lock);
+	if (raw->closed) {
+		pthread_mutex_unlock(&registry_lock);
+		return EINVAL;
+	}
+	raw->closed = true;
+	/* The descriptor goes now, as an ibv_close_device closes it; the memory stays
+	 * with the primary (objects made through this context may still point at it). */
+	if (raw->vctx.context.cmd_fd >= 0)
+		close(raw->vctx.context.cmd_fd);
+	bool last = --p->refs == 0;
+	pthread_mutex_unlock(&registry_lock);
+	if (last)
+		swv_ctx_close(p);
+	return 0;
+}
+
+struct swv_context *swv_ctx_import(int cmd_fd)
+{
+	struct stat st;
+	if (fstat(cmd_fd, &st)) {
+		errno = EINVAL; /* rdma-core: an fd fstat refuses is EINVAL */
+		return NULL;
+	}
+	struct swv_context *imp = calloc(1, sizeof(*imp));
+	if (!imp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct swv_context *p = NULL;
+	struct swv_list *pos;
+	pthread_mutex_lock(&registry_lock);
+	swv_list_for_each(pos, &registry)
+	{
+		struct swv_context *c = swv_list_entry(pos, struct swv_context, import_entry);
+		if (same_file(c->ident_fd, cmd_fd)) {
+			p = c;
+			break;
+		}
+	}
+	if (!p) {
+		pthread_mutex_unlock(&registry_lock);
+		free(imp);
+		errno = EOPNOTSUPP; /* another process's context, or no context's fd */
+		return NULL;
+	}
+	/* The primary's ops, device and async_fd, with a mutex and cmd_fd of its own. */
+	imp->vctx = p->vctx;
+	imp->primary = p;
+	imp->ident_fd = -1;
+	struct ibv_context *ib = &imp->vctx.context;
+	pthread_mutex_init(&ib->mutex, NULL);
+	ib->cmd_fd = cmd_fd;
+	p->refs++;
+	swv_list_add_tail(&p->imports, &imp->import_entry);
+	pthread_mutex_unlock(&registry_lock);
+	return imp;
 }
 
 int swv_ctx_qpn_alloc(struct swv_context *ctx, struct swv_qp *qp, uint32_t *qpn,

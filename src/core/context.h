@@ -41,7 +41,26 @@ struct swv_qp_port {
 #define SWV_MAX_QP_PORTS 64 /* 64 sockets x 256 slots = 16384 QPs per context */
 #define SWV_MAX_QP       (SWV_MAX_QP_PORTS * SWV_QPN_SLOTS)
 
+/*
+ * Import (ibv_import_device). A context opened by ibv_open_device is a primary: it
+ * owns all the state below. ibv_import_device makes an importer, a swv_context of
+ * which only vctx (and primary, refs_entry, closed) is used: to_swv_ctx() of its
+ * ibv_context answers the primary, so every object made or found through either
+ * context is the primary's. Ownership: the primary owns its importers (on imports,
+ * under the registry lock in core/context.c) and frees them with itself; refs counts
+ * the ibv_contexts not yet closed (the primary's own and each importer's), and the
+ * last ibv_close_device of any of them tears the primary down, once. ident_fd (a
+ * memfd) is what a cmd_fd's fstat identity maps back to; the primary holds it open
+ * until it is freed, so its inode cannot be reused while it is registered.
+ */
 struct swv_context {
+	struct swv_context *primary;  /* importer: the context it shares; NULL in a primary */
+	bool closed;		      /* ibv_close_device was called on this ibv_context */
+	unsigned refs;		      /* primary: open ibv_contexts on it (registry lock) */
+	int ident_fd;		      /* primary: the memfd behind every cmd_fd, or -1 */
+	struct swv_list imports;      /* primary: its importers (registry lock) */
+	struct swv_list import_entry; /* primary: in the registry; importer: in imports */
+
 	struct swv_device *dev;
 	const struct swv_dev_config *cfg;
 	struct swv_fault *fault; /* = ports[0]->fault (not a separate owner), for tools/tests */
@@ -61,13 +80,20 @@ struct swv_context {
 	struct swv_async_queue async; /* behind ibctx.async_fd (core/async.h) */
 	_Atomic unsigned nsrq;        /* SRQs open on this context (max_srq) */
 	_Atomic uint64_t dm_used;     /* bytes of device memory allocated (core/dm.h) */
-	pthread_mutex_t dm_lock;      /* protects dm_list */
+	pthread_mutex_t dm_lock;      /* protects dm_list, next_dm_handle */
 	struct swv_list dm_list;      /* live DMs: what close frees if the application did not */
+	uint32_t next_dm_handle;      /* ibv_dm.handle of the next DM (ibv_import_dm) */
 	/* packets its QPs dropped for a P_Key mismatch: ibv_query_port's bad_pkey_cntr */
 	_Atomic uint32_t bad_pkey_cntr;
 	/* The port's state: the interface that carries cfg->addr, watched by the
 	 * progress thread, read by ibv_query_port (rules in net/netdev.h). */
 	struct swv_netdev netdev;
+
+	/* PDs by handle, for ibv_import_pd: every ibv_alloc_pd PD until its dealloc;
+	 * the ones left at close are freed with the context */
+	pthread_mutex_t pd_lock; /* protects pd_list, next_pd_handle */
+	struct swv_list pd_list;
+	uint32_t next_pd_handle;
 
 	pthread_mutex_t cntr_lock; /* protects cntr_list, ncntrs, next_cntr_handle */
 	struct swv_list cntr_list;
@@ -86,9 +112,17 @@ struct swv_context {
 	struct verbs_context vctx;
 };
 
-static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
+/* The swv_context this very ibv_context is (a primary or an importer). */
+static inline struct swv_context *swv_ctx_raw(struct ibv_context *ibctx)
 {
 	return swv_container_of(ibctx, struct swv_context, vctx.context);
+}
+
+/* The context whose state ibctx uses: an importer's primary, else itself. */
+static inline struct swv_context *to_swv_ctx(struct ibv_context *ibctx)
+{
+	struct swv_context *c = swv_ctx_raw(ibctx);
+	return c->primary ? c->primary : c;
 }
 
 /* The P_Key at index of the port's table (host order), or 0 -- the invalid P_Key,
@@ -103,6 +137,15 @@ static inline uint16_t swv_ctx_pkey(const struct swv_context *ctx, unsigned inde
  * netdev watch, counters, sockets, leftover MRs and the async event queue. */
 struct swv_context *swv_ctx_open(struct swv_device *dev);
 void swv_ctx_close(struct swv_context *ctx);
+/* ibv_close_device of one ibv_context (a primary or an importer): closes its cmd_fd
+ * and, when it was the last open one of its primary, closes the primary and frees it
+ * with its importers. 0, or EINVAL when this ibv_context was closed already. */
+int swv_ctx_release(struct swv_context *raw);
+/* ibv_import_device: a new importer of the primary whose cmd_fd cmd_fd is (a dup of);
+ * it owns cmd_fd from then on. NULL + errno: EINVAL for an fd fstat refuses,
+ * EOPNOTSUPP for an fd that is no cmd_fd of this process's contexts (another
+ * process's, or another file), ENOMEM. */
+struct swv_context *swv_ctx_import(int cmd_fd);
 
 /* Allocate a QPN (and its slot) for qp; may open a new UDP socket. Returns 0 or
  * ENOMEM. The QP becomes visible to the progress thread immediately: the slot is

@@ -88,8 +88,9 @@ struct ibv_dm *swv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_att
 	dm->ibdm.context = context;
 	dm->ibdm.memcpy_to_dm = dm_to;
 	dm->ibdm.memcpy_from_dm = dm_from;
-	dm->ibdm.comp_mask = 0; /* no handle: nothing can import it (api/import.c) */
+	dm->ibdm.comp_mask = 0;
 	pthread_mutex_lock(&ctx->dm_lock);
+	dm->ibdm.handle = ctx->next_dm_handle++; /* what ibv_import_dm finds it by */
 	swv_list_add_tail(&ctx->dm_list, &dm->entry);
 	pthread_mutex_unlock(&ctx->dm_lock);
 	return &dm->ibdm;
@@ -97,6 +98,8 @@ struct ibv_dm *swv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_att
 
 int swv_free_dm(struct ibv_dm *ibdm)
 {
+	if (((struct swv_dm *)ibdm)->shared)
+		return EINVAL; /* an import: the creator frees, ibv_unimport_dm releases */
 	struct swv_dm *dm = to_swv_dm(ibdm);
 	if (atomic_load(&dm->users))
 		return EBUSY; /* the kernel refuses to free a DM that MRs still use */
@@ -138,4 +141,41 @@ struct ibv_mr *swv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm, uint64_t of
 	struct swv_mr *mr = swv_mr_register_dm(to_swv_ctx(pd->context), to_swv_pd(pd),
 					       dm->buf + off, length, access, &dm->users);
 	return mr ? &mr->ibmr : NULL;
+}
+
+struct ibv_dm *swv_dm_import(struct ibv_context *context, uint32_t handle)
+{
+	struct swv_context *ctx = to_swv_ctx(context);
+	struct swv_dm *imp = calloc(1, sizeof(*imp));
+	if (!imp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct swv_list *pos;
+	pthread_mutex_lock(&ctx->dm_lock);
+	swv_list_for_each(pos, &ctx->dm_list)
+	{
+		struct swv_dm *dm = swv_list_entry(pos, struct swv_dm, entry);
+		if (dm->ibdm.handle == handle) {
+			imp->shared = dm;
+			imp->ibdm = dm->ibdm; /* the copy ops, which go through to_swv_dm */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ctx->dm_lock);
+	if (!imp->shared) {
+		free(imp);
+		errno = ENOENT; /* the kernel's answer to a handle it has no object for */
+		return NULL;
+	}
+	imp->ibdm.context = context;
+	swv_list_init(&imp->entry);
+	return &imp->ibdm;
+}
+
+void swv_dm_unimport(struct ibv_dm *ibdm)
+{
+	struct swv_dm *imp = (struct swv_dm *)ibdm;
+	if (imp->shared)
+		free(imp); /* never the original: it is its creator's (or may be gone) */
 }

@@ -21,8 +21,13 @@
 
 struct swv_context;
 
+/* An imported DM (ibv_import_dm): a swv_dm of its own whose shared names the DM found
+ * by handle; to_swv_dm answers that one. Ownership as for an imported PD (core/pd.h):
+ * ibv_free_dm of the original (or the close of its context) frees the memory,
+ * ibv_unimport_dm alone frees the import struct. */
 struct swv_dm {
 	struct ibv_dm ibdm;
+	struct swv_dm *shared; /* an import: the DM it names; NULL otherwise */
 	uint8_t *buf; /* 'mapped' bytes from mmap */
 	size_t length, mapped;
 	_Atomic unsigned users; /* MRs over it: ibv_free_dm is EBUSY while > 0 */
@@ -31,8 +36,13 @@ struct swv_dm {
 
 static inline struct swv_dm *to_swv_dm(struct ibv_dm *dm)
 {
-	return (struct swv_dm *)dm;
+	struct swv_dm *d = (struct swv_dm *)dm;
+	return d && d->shared ? d->shared : d;
 }
+
+/* ibv_import_dm: the live DM of ctx's shared state with this handle; NULL + ENOENT. */
+struct ibv_dm *swv_dm_import(struct ibv_context *context, uint32_t handle);
+void swv_dm_unimport(struct ibv_dm *dm);
 
 /* The verbs_context ops behind the inline wrappers. alloc: NULL + errno (EINVAL: no
  * attr, unknown comp_mask, length 0 or above max_dm_size, alignment above a page;

@@ -98,6 +98,32 @@ struct swv_mr *swv_mr_lookup(struct swv_mr_table *t, uint32_t key, bool remote)
 	return e->key == key && e->remote == remote ? e->mr : NULL;
 }
 
+struct swv_mr *swv_mr_import(struct swv_context *ctx, struct ibv_pd *pd, uint32_t handle)
+{
+	struct swv_mr *imp = calloc(1, sizeof(*imp));
+	if (!imp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct swv_mr_table *t = &ctx->mrs;
+	pthread_rwlock_rdlock(&t->lock);
+	/* An MR's handle is its lkey (mr_insert), so the key table finds it. */
+	struct swv_mr *mr = swv_mr_lookup(t, handle, false);
+	if (mr) {
+		imp->ibmr = mr->ibmr;
+		imp->shared = mr;
+	}
+	pthread_rwlock_unlock(&t->lock);
+	if (!mr) {
+		free(imp);
+		errno = ENOENT; /* the kernel's answer to a handle it has no object for */
+		return NULL;
+	}
+	imp->ibmr.context = pd->context;
+	imp->ibmr.pd = pd;
+	return imp;
+}
+
 /* The entry of a live rkey (an MR's or a window's), or NULL. */
 static const struct swv_mr_key *rkey_entry(const struct swv_mr_table *t, uint32_t key)
 {

@@ -28,8 +28,14 @@
 struct swv_context;
 struct swv_pd;
 
+/* An imported MR (ibv_import_mr) is a swv_mr of its own whose shared names the MR
+ * found by handle (to_swv_mr answers that one; its keys are the original's, so work
+ * requests reach the original through the table). Ownership as for an imported PD
+ * (core/pd.h): ibv_dereg_mr of the original frees the MR, ibv_unimport_mr alone frees
+ * the import struct and never reads the original. */
 struct swv_mr {
 	struct ibv_mr ibmr; /* addr/length/lkey/rkey as the user sees them */
+	struct swv_mr *shared; /* an import: the MR it names; NULL otherwise */
 	struct swv_pd *pd;
 	unsigned access;    /* IBV_ACCESS_* */
 	uint64_t iova;      /* remote VA of byte 0 (= addr unless reg_mr_iova) */
@@ -58,7 +64,8 @@ struct swv_mw {
 
 static inline struct swv_mr *to_swv_mr(struct ibv_mr *mr)
 {
-	return (struct swv_mr *)mr; /* ibmr is the first member */
+	struct swv_mr *m = (struct swv_mr *)mr; /* ibmr is the first member */
+	return m && m->shared ? m->shared : m;
 }
 
 static inline struct swv_mw *to_swv_mw(struct ibv_mw *mw)
@@ -123,6 +130,9 @@ int swv_mr_check_access(unsigned access);
 int swv_mr_table_init(struct swv_mr_table *t);
 /* The MR a key names (remote: as an rkey, else as an lkey), or NULL; read lock held. */
 struct swv_mr *swv_mr_lookup(struct swv_mr_table *t, uint32_t key, bool remote);
+/* ibv_import_mr: a new import struct for the MR of ctx whose handle this is, seen
+ * through pd (its context and PD); NULL + errno (ENOENT: no such MR; ENOMEM). */
+struct swv_mr *swv_mr_import(struct swv_context *ctx, struct ibv_pd *pd, uint32_t handle);
 void swv_mr_table_destroy(struct swv_mr_table *t);
 
 /* Local access. Returns 0, or IBV_WC_LOC_PROT_ERR for a bad lkey / wrong PD / out of

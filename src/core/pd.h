@@ -15,8 +15,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/list.h"
+
+/*
+ * An imported PD (ibv_import_pd) is a swv_pd of its own, for ibpd.context to be the
+ * importing context, whose shared names the PD found by handle; to_swv_pd() answers
+ * that one, so counts, checks and queue buffers are the original's. Ownership: the
+ * original's creator owns the PD (ibv_dealloc_pd of the original is its one free
+ * path); the import struct is owned by whoever imported it and freed by
+ * ibv_unimport_pd alone, which never touches the original (it may be gone already).
+ */
 struct swv_pd {
 	struct ibv_pd ibpd;
+	struct swv_pd *shared;	/* an import: the PD it names; NULL otherwise */
+	struct swv_list entry;	/* ibv_alloc_pd PDs: in the primary's pd_list (pd_lock) */
 	_Atomic unsigned users; /* MRs, QPs, SRQs, AHs, CQs, parent domains using it:
 				 * dealloc is EBUSY while > 0 */
 	/* parent domains only (all zero for a PD) */
@@ -28,9 +40,17 @@ struct swv_pd {
 	void *pd_context;
 };
 
-static inline struct swv_pd *to_swv_pd(struct ibv_pd *pd)
+/* The PD itself (an import's own struct, too). */
+static inline struct swv_pd *swv_pd_raw(struct ibv_pd *pd)
 {
 	return (struct swv_pd *)pd;
+}
+
+/* The PD whose state is used: what an import names, else pd itself. */
+static inline struct swv_pd *to_swv_pd(struct ibv_pd *pd)
+{
+	struct swv_pd *p = (struct swv_pd *)pd;
+	return p && p->shared ? p->shared : p;
 }
 
 /* The PD whose protection applies: a parent domain's PD, else the PD itself. */

@@ -63,7 +63,8 @@ static int check_caps(const struct ibv_qp_cap *cap, bool has_srq)
 struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err)
 {
 	bool ini = attr->qp_type == IBV_QPT_XRC_SEND, tgt = attr->qp_type == IBV_QPT_XRC_RECV;
-	struct ibv_context *ibctx = tgt ? attr->xrcd->context : pd->ibpd.context;
+	/* attr->pd, not pd: an imported PD names its original, the QP is the importer's */
+	struct ibv_context *ibctx = tgt ? attr->xrcd->context : attr->pd->context;
 	struct swv_context *ctx = to_swv_ctx(ibctx);
 	struct ibv_srq *srq_in = ini || tgt ? NULL : attr->srq; /* XRC QPs ignore it */
 	struct swv_qp *qp = NULL;

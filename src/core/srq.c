@@ -301,6 +301,8 @@ struct ibv_srq *swv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
 		return NULL;
 	}
 	struct swv_srq *srq = swv_srq_create(to_swv_pd(attr->pd), &attr->attr, attr->srq_context);
+	if (srq)
+		srq->ibsrq.context = ctx; /* an imported PD's: the importing context */
 	if (srq && xrc) {
 		srq->xrcd = to_swv_xrcd(attr->xrcd);
 		srq->cq = to_swv_cq(attr->cq);

@@ -415,22 +415,14 @@ static void close_objs(struct objs *o)
 
 static void test_unsupported(struct objs *o)
 {
-	/* Import: a swverbs object lives in its process; nothing to import. */
-	CHECK_NULL_ERRNO(ibv_import_device(-1), EBADF);
+	/* Import works within the process (unit/test_import has it all); what is left
+	 * here: the arguments rdma-core refuses, and unimport of an object that was not
+	 * imported, which must leave it alone. */
+	CHECK_NULL_ERRNO(ibv_import_device(-1), EINVAL);
 	CHECK_NULL_ERRNO(ibv_import_device(0), EOPNOTSUPP);
-	/* cmd_fd is an open descriptor a program may dup (pyverbs' test_shared_pd);
-	 * importing from it is what fails. */
-	int dfd = dup(o->ctx->cmd_fd);
-	CHECK(dfd >= 0);
-	CHECK_NULL_ERRNO(ibv_import_device(dfd), EOPNOTSUPP);
-	close(dfd);
-	CHECK_NULL_ERRNO(ibv_import_pd(o->ctx, 1), EOPNOTSUPP);
 	CHECK_NULL_ERRNO(ibv_import_pd(NULL, 1), EINVAL);
-	CHECK_NULL_ERRNO(ibv_import_mr(o->pd, 1), EOPNOTSUPP);
 	CHECK_NULL_ERRNO(ibv_import_mr(NULL, 1), EINVAL);
-	CHECK_NULL_ERRNO(ibv_import_dm(o->ctx, 1), EOPNOTSUPP);
 	CHECK_NULL_ERRNO(ibv_import_dm(NULL, 1), EINVAL);
-	/* Unimport of an object that was not imported must leave it alone. */
 	ibv_unimport_pd(o->pd);
 	ibv_unimport_pd(NULL);
 	ibv_unimport_mr(NULL);
