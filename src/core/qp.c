@@ -313,6 +313,20 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    (unsigned long long)qp->resp.stats.rob_dups,
 		    (unsigned long long)qp->resp.stats.rob_full,
 		    (unsigned long long)qp->resp.stats.tx_held);
+	if (qp->type == IBV_QPT_RC) {
+		static const char *const kind[SWV_REC_KINDS] = {"no recovery", "NAK/SACK",
+								"tail-loss probe", "ACK timeout"};
+		const struct swv_req_state *r = &qp->req;
+		for (int k = 0; k < SWV_REC_KINDS; k++)
+			if (r->n_rec[k])
+				swv_log(SWV_LOG_DEBUG,
+					"qp %#x: progress after %s: %llu times, %.3f ms in all, "
+					"mean %.1f us, max %.1f us",
+					qp->qpn, kind[k], (unsigned long long)r->n_rec[k],
+					(double)r->rec_ns[k] / 1e6,
+					(double)r->rec_ns[k] / 1e3 / (double)r->n_rec[k],
+					(double)r->rec_max_ns[k] / 1e3);
+	}
 	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
 		swv_log(SWV_LOG_DEBUG,
 			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "

@@ -76,6 +76,13 @@ static void rewind_cursor(struct swv_qp *qp)
 	}
 }
 
+/* Timing statistics: the interval under way took this recovery (SWV_REC_*). */
+static void rec_mark(struct swv_req_state *r, uint8_t kind)
+{
+	if (r->rec_kind < kind)
+		r->rec_kind = kind;
+}
+
 /* The next tail-loss probe, later than the last (see swv_req_probe_ns). */
 static void arm_probe(struct swv_qp *qp)
 {
@@ -245,6 +252,7 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
 
 	if (nak)
 		r->n_sack_naks++;
+	rec_mark(r, SWV_REC_NAK);
 	for (uint32_t b = 0; b < pkt->sack_len * 8u; b++)
 		if (pkt->sack_map[b / 8] >> (b % 8) & 1)
 			top = b + 1;
@@ -490,6 +498,15 @@ static void progress_made(struct swv_qp *qp)
 		r->rtt_at = 0;
 	}
 	bool busy = head_wqe(qp) != NULL;
+	if (r->rec_since) {
+		uint64_t dt = now - r->rec_since;
+		r->n_rec[r->rec_kind]++;
+		r->rec_ns[r->rec_kind] += dt;
+		if (dt > r->rec_max_ns[r->rec_kind])
+			r->rec_max_ns[r->rec_kind] = dt;
+	}
+	r->rec_since = busy ? now : 0;
+	r->rec_kind = SWV_REC_NONE;
 	uint64_t probe = swv_req_probe_ns(qp);
 	r->probe_backoff = 0;
 	r->ack_deadline = busy && tmo ? now + tmo : 0;
@@ -680,6 +697,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				progress_made(qp);
 				*progress = false;
 			}
+			rec_mark(r, SWV_REC_NAK); /* the interval after what it retired */
 			r->seq_nak_valid = true;
 			r->seq_nak_psn = psn;
 			r->seq_nak_at = swv_now_ns();
@@ -1020,6 +1038,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 			 * spending a retry; the ACK timeout, still running, bounds a dead peer */
 			struct swv_send_wqe *w = head_wqe(qp);
 			r->n_probes++;
+			rec_mark(r, SWV_REC_PROBE);
 			r->rtt_at = 0;
 			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0 &&
 			    !r->sr_gbn_left) {
@@ -1055,6 +1074,7 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 			r->ack_deadline = tmo ? now + tmo : 0;
 		} else if (head_wqe(qp)) {
 			r->n_timeouts++;
+			rec_mark(r, SWV_REC_TIMEOUT);
 			if (!retry(qp, "ack timeout"))
 				return;
 		}

@@ -1142,6 +1142,8 @@ void swv_req_run(struct swv_qp *qp)
 		 * whose peer is gone. A probe is armed while anything is outstanding. */
 		if (tmo && !r->ack_deadline)
 			r->ack_deadline = now + tmo;
+		if (!r->rec_since)
+			r->rec_since = now;
 		if (!r->probe_at) {
 			uint64_t probe = swv_req_probe_ns(qp);
 			r->probe_at = probe ? now + probe : 0;

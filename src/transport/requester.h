@@ -48,6 +48,10 @@ enum swv_wqe_state {
 #define SWV_MAX_UNACKED_PSNS 512
 #define SWV_READ_WINDOW      128
 #define SWV_CWND_MIN         16
+/* Recovery kinds for the timing statistics (swv_req_state.rec_kind), weakest first:
+ * nothing, a sequence NAK or SACK map acted on, a tail-loss probe, an ACK timeout. */
+enum { SWV_REC_NONE, SWV_REC_NAK, SWV_REC_PROBE, SWV_REC_TIMEOUT, SWV_REC_KINDS };
+
 /* Tail-loss probe delay bounds (swv_req_probe_ns). */
 #define SWV_PROBE_MIN_NS     1000000ull
 #define SWV_PROBE_MAX_NS     64000000ull /* without an ACK timeout (timeout 0) */
@@ -156,6 +160,12 @@ struct swv_req_state {
 	uint64_t n_placed_reads; /* READs read directly and completed at once (requester.c) */
 	bool read_placed; /* send_packet: the READ it sent was placed (swv_req_run completes it) */
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
+	/* Where the time goes under loss (statistics, the SWVERBS_LOG=3 summary at destroy):
+	 * each interval from one progress to the next while busy, by the strongest
+	 * recovery taken in it (SWV_REC_*); rec_since is when it began, 0 = idle. */
+	uint64_t rec_since;
+	uint8_t rec_kind;
+	uint64_t n_rec[SWV_REC_KINDS], rec_ns[SWV_REC_KINDS], rec_max_ns[SWV_REC_KINDS];
 };
 
 /* What a send WR of opcode op (enum ibv_wr_opcode) completes as, and which counter

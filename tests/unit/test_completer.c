@@ -1287,6 +1287,44 @@ static void test_sack_wrap(void)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 }
 
+/* The timing statistics of the SWVERBS_LOG=3 summary: each interval from one progress
+ * to the next is counted under the strongest recovery taken in it -- nothing, a sequence
+ * NAK, a tail-loss probe, an ACK timeout -- and an idle QP counts no interval. */
+static void test_recovery_timing(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	CHECK(qp->req.rec_since != 0); /* the pipe was idle: an interval begins */
+	respond(PSN0 + 2, 0x1f);       /* WQE 0, no loss */
+	CHECK_EQ(qp->req.n_rec[SWV_REC_NONE], 1u);
+	respond(PSN0 + 4, 0x60); /* +3 done, +4 lost: the NAK is progress too */
+	CHECK_EQ(qp->req.n_rec[SWV_REC_NONE], 2u);
+	CHECK_EQ(qp->req.rec_kind, SWV_REC_NAK);
+	respond(PSN0 + 5, 0x1f); /* the resend filled the hole */
+	CHECK_EQ(qp->req.n_rec[SWV_REC_NAK], 1u);
+	CHECK_EQ(qp->req.rec_kind, SWV_REC_NONE);
+	swv_req_timer(qp, qp->req.probe_at); /* silence: the probe */
+	CHECK_EQ(qp->req.n_probes, 1u);
+	/* a NAK in the same interval does not hide the probe */
+	respond(PSN0 + 8, 0x60);
+	CHECK_EQ(qp->req.n_rec[SWV_REC_PROBE], 1u);
+	swv_req_timer(qp, qp->req.ack_deadline); /* silence past the ACK timeout */
+	CHECK_EQ(qp->req.n_timeouts, 1u);
+	CHECK_EQ(qp->req.rec_kind, SWV_REC_TIMEOUT);
+	respond(PSN0 + 3 * NWQE - 1, 0x1f); /* everything: idle */
+	CHECK_EQ(ncomps, (int)NWQE);
+	CHECK_EQ(qp->req.n_rec[SWV_REC_TIMEOUT], 1u);
+	CHECK_EQ(qp->req.rec_since, 0u);
+	uint64_t n = 0, ns = 0;
+	for (int k = 0; k < SWV_REC_KINDS; k++) {
+		n += qp->req.n_rec[k];
+		ns += qp->req.rec_ns[k];
+		CHECK(qp->req.rec_max_ns[k] * qp->req.n_rec[k] >= qp->req.rec_ns[k]);
+	}
+	CHECK_EQ(n, 5u);
+	(void)ns;
+}
+
 int main(void)
 {
 	test_dup_seq_nak();
@@ -1322,6 +1360,7 @@ int main(void)
 	test_sack_again();
 	test_sack_bad_map();
 	test_sack_wrap();
+	test_recovery_timing();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
