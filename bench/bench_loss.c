@@ -13,9 +13,15 @@
  * The issue's goals: rate and bandwidth >= 0.5x lossless at 1%, >= 0.25x at 5%.
  * A WR that fails (for instance RETRY_EXC_ERR) fails the benchmark.
  *
- *   usage: bench_loss [-d device] [-t seconds] [-r repeats] [-o test] [-l level]
+ *   usage: bench_loss [-d device] [-t seconds] [-r repeats] [-o test] [-l level] [-u]
  * -o 0/1/2 runs only rate/write/read, -l 1/2 only the 1%/5% level (with the lossless
  * anchor): quicker looks while tuning.
+ *
+ * Between two processes of one host the lossless anchor travels over the intra-host
+ * link (shared memory), while the loss levels cannot: the fault injector sits on the
+ * UDP path, and a device with SWVERBS_FAULT set does not attach the intra-host link.
+ * -u runs the anchor through the injector with nothing injected, so that all levels
+ * share the UDP link and the ratios measure loss recovery alone.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -58,6 +64,7 @@ static const char *const level_spec[NLEVELS] = {NULL, "seed=%u,drop=1,reorder=2"
 
 static double seconds = 1.0;
 static int only_test = -1, only_level = -1;
+static bool anchor_udp;
 
 static void die(const char *what, int err)
 {
@@ -140,6 +147,10 @@ static void run_level(const char *dev, int level, unsigned seed, double *res)
 	if (level_spec[level]) {
 		snprintf(spec, sizeof(spec), level_spec[level], seed);
 		setenv("SWVERBS_FAULT", spec, 1); /* both processes: read at device open */
+	} else if (anchor_udp) {
+		/* an injector that injects nothing: the UDP link of the loss levels */
+		snprintf(spec, sizeof(spec), "seed=%u", seed);
+		setenv("SWVERBS_FAULT", spec, 1);
 	} else {
 		unsetenv("SWVERBS_FAULT");
 	}
@@ -181,9 +192,11 @@ int main(int argc, char **argv)
 	const char *dev = NULL;
 	int reps = 3, opt;
 
-	while ((opt = getopt(argc, argv, "d:t:r:o:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:t:r:o:l:u")) != -1) {
 		if (opt == 'd') {
 			dev = optarg;
+		} else if (opt == 'u') {
+			anchor_udp = true;
 		} else if (opt == 'o' && atoi(optarg) >= 0 && atoi(optarg) < NTESTS) {
 			only_test = atoi(optarg);
 		} else if (opt == 'l' && atoi(optarg) > 0 && atoi(optarg) < NLEVELS) {
@@ -193,18 +206,19 @@ int main(int argc, char **argv)
 		} else if (opt == 'r' && atoi(optarg) > 0 && atoi(optarg) <= MAXREP) {
 			reps = atoi(optarg);
 		} else {
-			fprintf(
-			    stderr,
-			    "usage: %s [-d device] [-t seconds] [-r 1..%d] [-o 0..2] [-l 1..2]\n",
-			    argv[0], MAXREP);
+			fprintf(stderr,
+				"usage: %s [-d device] [-t seconds] [-r 1..%d] [-o 0..2] [-l 1..2] "
+				"[-u]\n",
+				argv[0], MAXREP);
 			return 2;
 		}
 	}
 	double load[1] = {-1};
 	(void)getloadavg(load, 1);
 	printf(WHO ": RC, MTU 4096, ACK timeout 14, retry_cnt 7; %.1f s per test, %d runs per "
-		   "level, %ld CPUs, load average %.2f at start\n",
-	       seconds, reps, sysconf(_SC_NPROCESSORS_ONLN), load[0]);
+		   "level, %ld CPUs, load average %.2f at start; lossless anchor over %s\n",
+	       seconds, reps, sysconf(_SC_NPROCESSORS_ONLN), load[0],
+	       anchor_udp ? "UDP (-u)" : "the intra-host link if there is one");
 
 	static double res[NLEVELS][NTESTS][MAXREP];
 	for (int r = 0; r < reps; r++)
