@@ -2,7 +2,8 @@
 # rdma-core's pyverbs test suite, as Debian's python3-pyverbs ships it, under swverbs-run.
 # Every test's result is compared with tests/compat/pyverbs_expected.txt: the test fails
 # if a test listed "ok" is not ok, if any test crashes or hangs its process, or if a
-# test fails or errors that is not listed so. Newly passing tests are reported.
+# test fails or errors that is not listed so. Newly passing tests are reported. Tests
+# that skip for want of a RoCE port run again on a RoCE-style device (--roce).
 # Also checks that docs/compat.md's generated pyverbs section matches the file.
 #   PYVERBS_RESULTS=FILE  keep the results (e.g. to re-baseline the expectations)
 #   PYVERBS_LOG=FILE      keep the suite's verbose output
@@ -35,7 +36,8 @@ results=${PYVERBS_RESULTS:-$TMP/results.txt}
 log=${PYVERBS_LOG:-$TMP/pyverbs.log}
 : >"$log"
 if ! "$PY" "$gate" run --suite "$TMP/suite" --runner "$SWVERBS_RUN" --python "$PY" \
-	--work "$TMP/work" --results "$results" --log "$log" --timeout "${PYVERBS_TIMEOUT:-240}"; then
+	--work "$TMP/work" --results "$results" --log "$log" --timeout "${PYVERBS_TIMEOUT:-240}" \
+	--roce "swvroce0=127.0.0.1/8,roce"; then
 	tail -50 "$log"
 	fail "the suite could not be run"
 fi
