@@ -367,6 +367,11 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	return off;
 }
 
+/* A WRITE of several packets placed whole (place_whole): at most the responder's
+ * RETH length limit, gathered from at most this many local pieces. */
+#define PLACE_MAX_MSG (1u << 31)
+#define PLACE_MAX_IOV 64
+
 /* Whether the payload of w's packet psn may be placed directly (docs/design.md, "The
  * intra-host link"): a one-packet RDMA WRITE of an RC QP, nothing before it
  * unacknowledged -- every earlier request of the QP executed by the responder, so the
@@ -381,11 +386,45 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
  * its memory must stay untouched, which the sender cannot know beforehand. */
 static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
-	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts == 1 && qp->type == IBV_QPT_RC &&
+	return w->opcode == IBV_WR_RDMA_WRITE && qp->type == IBV_QPT_RC &&
 	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
-	       psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       psn == w->first_psn && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
 	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur &&
-	       w->length <= qp->mtu;
+	       (w->npkts == 1 ? w->length <= qp->mtu : w->length <= PLACE_MAX_MSG);
+}
+
+/* Copy all of multi-packet WRITE w straight into the peer's memory, with one system
+ * call from its SGEs (or inline bytes); true: every packet of it may go header-only,
+ * flagged placed, when it leaves for the first time. The local checks of a gather
+ * run on the whole message first: a bad lkey is not placed, and the ring's gather
+ * reports it at its packet as before. */
+static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	struct iovec iov[PLACE_MAX_IOV];
+	int n;
+	if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
+		iov[0].iov_base = (void *)(uintptr_t)w->inline_data;
+		iov[0].iov_len = w->length;
+		n = 1;
+	} else {
+		n = swv_mr_gather_iov(qp->ctx, qp->pd, w->sge, w->num_sge, w->length, iov,
+				      PLACE_MAX_IOV);
+		if (n <= 0)
+			return false;
+	}
+	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
+				   .sqpn = qp->qpn,
+				   .rkey = w->rkey,
+				   .pkey = qp->pkey,
+				   .access = IBV_ACCESS_REMOTE_WRITE,
+				   .va = w->remote_addr,
+				   .pmtu = qp->mtu,
+				   .iov = iov,
+				   .iovcnt = n};
+	if (swv_ep_direct(qp->ep, &qp->peer, &d, NULL, w->length))
+		return false;
+	qp->req.n_placed++;
+	return true;
 }
 
 /* Copy the payload straight into the peer's memory; false: send it in the packet. */
@@ -536,6 +575,17 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	default: {
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		paylen = p.paylen;
+		if (w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1) {
+			/* Placed whole when its first packet leaves for the first time; then
+			 * every packet leaving for the first time goes header-only. A resent
+			 * one carries its bytes again (the same bytes: harmless). */
+			if (k == 0)
+				w->placed = direct_write_ok(qp, w, psn) && place_whole(qp, w);
+			if (w->placed && swv_psn_cmp(psn, r->sent_psn) >= 0) {
+				p.placed = true;
+				paylen = 0;
+			}
+		}
 		if (paylen) {
 			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
 				payload = w->inline_data + off;
@@ -546,7 +596,8 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 					return -rc;
 				payload = data;
 			}
-			if (direct_write_ok(qp, w, psn) && place_direct(qp, w, payload, paylen)) {
+			if (w->npkts == 1 && direct_write_ok(qp, w, psn) &&
+			    place_direct(qp, w, payload, paylen)) {
 				p.placed = true;
 				payload = NULL;
 				paylen = 0;
@@ -700,7 +751,9 @@ static bool gso_run_fits(const struct swv_qp *qp, const struct swv_send_wqe *w)
 	const struct swv_req_state *r = &qp->req;
 	bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
 					       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
-	return !is_rd_atomic(w->opcode) && !write_first && w->npkts - r->cur_pkt >= 2 &&
+	/* a WRITE placed whole sends its packets header-only (send_packet) */
+	bool placed = w->opcode == IBV_WR_RDMA_WRITE && w->placed;
+	return !is_rd_atomic(w->opcode) && !write_first && !placed && w->npkts - r->cur_pkt >= 2 &&
 	       swv_ep_gso_usable(qp->ep);
 }
 
