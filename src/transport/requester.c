@@ -427,6 +427,15 @@ static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
 	return true;
 }
 
+/* Whether packet psn of w goes header-only, flagged placed: w is a WRITE placed whole
+ * and the packet leaves for the first time (a resent one carries its bytes again, the
+ * same bytes: harmless, and no memory of what was placed is needed). */
+static bool write_placed(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
+{
+	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1 && w->placed &&
+	       swv_psn_cmp(psn, qp->req.sent_psn) >= 0;
+}
+
 /* Copy the payload straight into the peer's memory; false: send it in the packet. */
 static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const void *payload,
 			 uint32_t len)
@@ -576,12 +585,10 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		paylen = p.paylen;
 		if (w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1) {
-			/* Placed whole when its first packet leaves for the first time; then
-			 * every packet leaving for the first time goes header-only. A resent
-			 * one carries its bytes again (the same bytes: harmless). */
+			/* placed whole when its first packet leaves for the first time */
 			if (k == 0)
 				w->placed = direct_write_ok(qp, w, psn) && place_whole(qp, w);
-			if (w->placed && swv_psn_cmp(psn, r->sent_psn) >= 0) {
+			if (write_placed(qp, w, psn)) {
 				p.placed = true;
 				paylen = 0;
 			}
@@ -706,6 +713,10 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		p.dqpn = qp->attr.dest_qp_num;
 		p.psn = swv_psn_add(psn, k - r->cur_pkt);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
+		if (write_placed(qp, w, p.psn)) {
+			p.placed = true;
+			p.paylen = 0;
+		}
 		if (!swv_txrun_fits(run, p.opcode, p.paylen))
 			break;
 		if (p.paylen) {
@@ -751,9 +762,7 @@ static bool gso_run_fits(const struct swv_qp *qp, const struct swv_send_wqe *w)
 	const struct swv_req_state *r = &qp->req;
 	bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
 					       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
-	/* a WRITE placed whole sends its packets header-only (send_packet) */
-	bool placed = w->opcode == IBV_WR_RDMA_WRITE && w->placed;
-	return !is_rd_atomic(w->opcode) && !write_first && !placed && w->npkts - r->cur_pkt >= 2 &&
+	return !is_rd_atomic(w->opcode) && !write_first && w->npkts - r->cur_pkt >= 2 &&
 	       swv_ep_gso_usable(qp->ep);
 }
 
