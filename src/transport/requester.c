@@ -373,7 +373,8 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 #define PLACE_MAX_IOV 64
 
 /* Whether the payload of w's packet psn may be placed directly (docs/design.md, "The
- * intra-host link"): a one-packet RDMA WRITE of an RC QP, nothing before it
+ * intra-host link"): an RDMA WRITE of an RC QP at its first packet -- one packet up to
+ * the path MTU, or several, all placed at once (place_whole) -- nothing before it
  * unacknowledged -- every earlier request of the QP executed by the responder, so the
  * placement cannot overtake one -- sent for the first time (a retransmission may
  * find the WRITE executed already, and a duplicate must not write again: it goes
