@@ -582,6 +582,32 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 	return sge_copy(ctx, pd, sge, nsge, offset, (uint8_t *)src, len, true);
 }
 
+int swv_mr_gather_iov(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		      unsigned nsge, size_t len, struct iovec *iov, int max)
+{
+	struct swv_mr_table *t = &ctx->mrs;
+	int n = 0;
+
+	if (len && !sge)
+		return -1;
+	pthread_rwlock_rdlock(&t->lock);
+	for (unsigned i = 0; i < nsge && len; i++) {
+		uint64_t piece = SWV_MIN((uint64_t)sge[i].length, (uint64_t)len);
+		if (!piece)
+			continue;
+		struct swv_mr *mr = local_mr(t, pd, sge[i].lkey, sge[i].addr, piece, 0);
+		if (!mr || n == max) {
+			n = -1;
+			break;
+		}
+		iov[n].iov_base = host_addr(mr, sge[i].addr);
+		iov[n++].iov_len = (size_t)piece;
+		len -= (size_t)piece;
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return len ? -1 : n;
+}
+
 int swv_mr_check_sges(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		      unsigned nsge, unsigned access)
 {

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct swv_context;
 struct swv_pd;
@@ -145,6 +146,12 @@ int swv_mr_gather(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_s
 		  unsigned nsge, uint64_t offset, void *dst, size_t len);
 int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
 		   unsigned nsge, uint64_t offset, const void *src, size_t len);
+/* The host addresses of the first len bytes of an SGE list, for a copy by the
+ * kernel (direct placement): every piece checked as swv_mr_gather checks it. Returns
+ * the number of entries written to iov (at most max), or -1: a piece fails its checks,
+ * the list holds fewer than len bytes, or more than max entries are needed. */
+int swv_mr_gather_iov(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		      unsigned nsge, size_t len, struct iovec *iov, int max);
 /* Validate an SGE list without copying (post time): every SGE of nonzero length must
  * lie wholly in an MR of pd whose access includes 'access' (0 for a gather,
  * IBV_ACCESS_LOCAL_WRITE for a receive). Returns 0 or IBV_WC_LOC_PROT_ERR. */

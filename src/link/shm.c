@@ -1323,7 +1323,8 @@ static int dt_corrupt(struct swv_shm_port *sp, struct swv_shm_peer *p)
 int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct swv_shm_direct *d,
 		   void *buf, size_t len)
 {
-	if (!sp || !p || !d || !buf || !len || port_inert(sp) || !swv_shm_direct_enabled() ||
+	if (!sp || !p || !d || (!buf && !d->iov) || !len || port_inert(sp) ||
+	    !swv_shm_direct_enabled() ||
 	    !atomic_load_explicit(&p->direct_ok, memory_order_relaxed) ||
 	    !atomic_load_explicit(&p->ring, memory_order_acquire))
 		return ENOTSUP;
@@ -1341,7 +1342,8 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 	 * very QP, takes requests (published only then), with the right, the partition
 	 * and a path MTU the packet fits. */
 	if (q.qpn != d->dqpn || q.peer_key != sp->self_key || q.dest_qpn != d->sqpn ||
-	    (q.access & d->access) != d->access || !dt_pkey_match(d->pkey, q.pkey) || len > q.mtu)
+	    (q.access & d->access) != d->access || !dt_pkey_match(d->pkey, q.pkey) ||
+	    (d->pmtu ? d->pmtu : len) > q.mtu)
 		goto fallback;
 	unsigned home = dt_mr_home(d->rkey), mi = 0;
 	struct dt_mr m;
@@ -1390,8 +1392,10 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 	}
 	if (still) {
 		struct iovec lv = {buf, len}, rv = {(void *)(uintptr_t)host, len};
-		n = d->read ? process_vm_readv(p->owner_pid, &lv, 1, &rv, 1, 0)
-			    : process_vm_writev(p->owner_pid, &lv, 1, &rv, 1, 0);
+		const struct iovec *l = d->iov ? d->iov : &lv;
+		unsigned long nl = d->iov ? (unsigned long)d->iovcnt : 1;
+		n = d->read ? process_vm_readv(p->owner_pid, l, nl, &rv, 1, 0)
+			    : process_vm_writev(p->owner_pid, l, nl, &rv, 1, 0);
 		err = n < 0 ? errno : 0;
 	}
 	atomic_store_explicit(&p->slot->placing, 0, memory_order_release);

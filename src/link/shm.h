@@ -129,6 +129,12 @@ struct swv_shm_direct {
 	unsigned access; /* the right the operation needs (IBV_ACCESS_REMOTE_WRITE/READ) */
 	uint64_t va;
 	bool read; /* copy from the owner's memory into buf (else from buf into it) */
+	/* A message of several packets (a WRITE placed whole): the local bytes are iov
+	 * (buf is then ignored) and each packet of pmtu bytes, not the whole len, must fit
+	 * the owner's path MTU. 0 / NULL: one packet, from buf. */
+	uint32_t pmtu;
+	const struct iovec *iov;
+	int iovcnt;
 };
 /* Place len bytes through p. 0: done, every byte. Otherwise nothing may be assumed
  * about the owner's memory (a write may be partly placed) and the caller uses the

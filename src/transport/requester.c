@@ -367,8 +367,14 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	return off;
 }
 
+/* A WRITE of several packets placed whole (place_whole): at most the responder's
+ * RETH length limit, gathered from at most this many local pieces. */
+#define PLACE_MAX_MSG (1u << 31)
+#define PLACE_MAX_IOV 64
+
 /* Whether the payload of w's packet psn may be placed directly (docs/design.md, "The
- * intra-host link"): a one-packet RDMA WRITE of an RC QP, nothing before it
+ * intra-host link"): an RDMA WRITE of an RC QP at its first packet -- one packet up to
+ * the path MTU, or several, all placed at once (place_whole) -- nothing before it
  * unacknowledged -- every earlier request of the QP executed by the responder, so the
  * placement cannot overtake one -- sent for the first time (a retransmission may
  * find the WRITE executed already, and a duplicate must not write again: it goes
@@ -381,11 +387,54 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
  * its memory must stay untouched, which the sender cannot know beforehand. */
 static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
-	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts == 1 && qp->type == IBV_QPT_RC &&
+	return w->opcode == IBV_WR_RDMA_WRITE && qp->type == IBV_QPT_RC &&
 	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
-	       psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       psn == w->first_psn && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
 	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur &&
-	       w->length <= qp->mtu;
+	       (w->npkts == 1 ? w->length <= qp->mtu : w->length <= PLACE_MAX_MSG);
+}
+
+/* Copy all of multi-packet WRITE w straight into the peer's memory, with one system
+ * call from its SGEs (or inline bytes); true: every packet of it may go header-only,
+ * flagged placed, when it leaves for the first time. The local checks of a gather
+ * run on the whole message first: a bad lkey is not placed, and the ring's gather
+ * reports it at its packet as before. */
+static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	struct iovec iov[PLACE_MAX_IOV];
+	int n;
+	if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
+		iov[0].iov_base = (void *)(uintptr_t)w->inline_data;
+		iov[0].iov_len = w->length;
+		n = 1;
+	} else {
+		n = swv_mr_gather_iov(qp->ctx, qp->pd, w->sge, w->num_sge, w->length, iov,
+				      PLACE_MAX_IOV);
+		if (n <= 0)
+			return false;
+	}
+	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
+				   .sqpn = qp->qpn,
+				   .rkey = w->rkey,
+				   .pkey = qp->pkey,
+				   .access = IBV_ACCESS_REMOTE_WRITE,
+				   .va = w->remote_addr,
+				   .pmtu = qp->mtu,
+				   .iov = iov,
+				   .iovcnt = n};
+	if (swv_ep_direct(qp->ep, &qp->peer, &d, NULL, w->length))
+		return false;
+	qp->req.n_placed++;
+	return true;
+}
+
+/* Whether packet psn of w goes header-only, flagged placed: w is a WRITE placed whole
+ * and the packet leaves for the first time (a resent one carries its bytes again, the
+ * same bytes: harmless, and no memory of what was placed is needed). */
+static bool write_placed(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
+{
+	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1 && w->placed &&
+	       swv_psn_cmp(psn, qp->req.sent_psn) >= 0;
 }
 
 /* Copy the payload straight into the peer's memory; false: send it in the packet. */
@@ -536,6 +585,15 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	default: {
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		paylen = p.paylen;
+		if (w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1) {
+			/* placed whole when its first packet leaves for the first time */
+			if (k == 0)
+				w->placed = direct_write_ok(qp, w, psn) && place_whole(qp, w);
+			if (write_placed(qp, w, psn)) {
+				p.placed = true;
+				paylen = 0;
+			}
+		}
 		if (paylen) {
 			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
 				payload = w->inline_data + off;
@@ -546,7 +604,8 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 					return -rc;
 				payload = data;
 			}
-			if (direct_write_ok(qp, w, psn) && place_direct(qp, w, payload, paylen)) {
+			if (w->npkts == 1 && direct_write_ok(qp, w, psn) &&
+			    place_direct(qp, w, payload, paylen)) {
 				p.placed = true;
 				payload = NULL;
 				paylen = 0;
@@ -655,6 +714,10 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		p.dqpn = qp->attr.dest_qp_num;
 		p.psn = swv_psn_add(psn, k - r->cur_pkt);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
+		if (write_placed(qp, w, p.psn)) {
+			p.placed = true;
+			p.paylen = 0;
+		}
 		if (!swv_txrun_fits(run, p.opcode, p.paylen))
 			break;
 		if (p.paylen) {

@@ -476,13 +476,26 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	struct swv_resp_state *s = &qp->resp;
 	struct swv_completion c;
 	uint64_t remaining;
-	/* Placed by the sender (swv_pkt.placed): a one-packet WRITE whose bytes are in
-	 * place already. Only the copy is skipped: every check below runs on the RETH
-	 * length as if the payload had come. The flag means nothing on any other
-	 * packet, which is then checked as it is. */
-	bool placed = pkt->placed && (cls & SWV_RQ_ONLY) == SWV_RQ_ONLY && pkt->paylen == 0 &&
-		      pkt->reth_len && pkt->reth_len <= mtu;
-	uint32_t paylen = placed ? pkt->reth_len : pkt->paylen;
+	/* Placed by the sender (swv_pkt.placed): a WRITE packet without payload whose
+	 * bytes are in place already -- an ONLY of the RETH length (1..MTU), a FIRST or
+	 * MIDDLE of one MTU, a LAST of what remains of the message (1..MTU). Only the
+	 * copy is skipped: every check below runs on that length as if the payload had
+	 * come. The flag means nothing on any other packet, which is then checked as it
+	 * is. */
+	uint32_t paylen = pkt->paylen;
+	bool placed = false;
+	if (pkt->placed && pkt->paylen == 0) {
+		uint64_t implied;
+		if ((cls & SWV_RQ_ONLY) == SWV_RQ_ONLY)
+			implied = pkt->reth_len;
+		else if (cls & (SWV_RQ_FIRST | SWV_RQ_MIDDLE))
+			implied = mtu;
+		else /* LAST: sequencing guarantees a message under way */
+			implied = s->write_len - s->msg_off;
+		placed = implied && implied <= mtu;
+		if (placed)
+			paylen = (uint32_t)implied;
+	}
 
 	if (cls & SWV_RQ_RWQE) { /* WRITE_WITH_IMM: the receive WQE is checked first */
 		struct swv_recv_wqe *w = rwqe_peek(qp);
@@ -521,6 +534,13 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	if (pkt->paylen) {
 		int rc = swv_mr_remote_write(qp->ctx, qp->pd, qp->qpn, s->write_rkey,
 					     s->write_va + s->msg_off, pkt->payload, pkt->paylen);
+		if (rc)
+			return swv_resp_refused(qp, rc);
+	} else if (placed && !(cls & SWV_RQ_FIRST)) {
+		/* what remote_write would check of this packet (a dereg since FIRST) */
+		int rc =
+		    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, s->write_rkey,
+					s->write_va + s->msg_off, paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (rc)
 			return swv_resp_refused(qp, rc);
 	}

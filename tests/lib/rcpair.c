@@ -35,7 +35,7 @@ void swvt_rc_side_open(struct swvt_rc_side *s, const struct swvt_rc_opts *o)
 	    .send_cq = s->cq,
 	    .recv_cq = s->cq,
 	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = wrs, .max_recv_wr = wrs, .max_send_sge = 1, .max_recv_sge = 1}};
+	    .cap = {.max_send_wr = wrs, .max_recv_wr = wrs, .max_send_sge = 4, .max_recv_sge = 1}};
 	s->qp = ibv_create_qp(s->pd, &ia);
 	CHECK_PTR(s->qp);
 	if (o->cntr_ops) {
@@ -171,7 +171,7 @@ struct stream {
 	struct swvt_rc_side *a;
 	enum ibv_wr_opcode op;
 	uint64_t raddr;
-	uint32_t rkey;
+	uint32_t rkey, len;
 	_Atomic uint64_t done;
 	_Atomic bool bad;
 	enum ibv_wc_status last; /* read after the join */
@@ -183,16 +183,16 @@ static void *stream(void *arg)
 	uint8_t *buf = st->a->buf;
 	bool read = st->op == IBV_WR_RDMA_READ;
 	if (!read)
-		memset(buf, 0x11, 256);
+		memset(buf, 0x11, st->len);
 	for (;;) {
 		if (read)
-			memset(buf, 0, 256);
-		swvt_rc_post(st->a, st->op, 0, 256, st->raddr, st->rkey, 0);
+			memset(buf, 0, st->len);
+		swvt_rc_post(st->a, st->op, 0, st->len, st->raddr, st->rkey, 0);
 		struct ibv_wc wc = swvt_rc_wait_wc(st->a->cq);
 		st->last = wc.status;
 		if (wc.status != IBV_WC_SUCCESS)
 			return NULL;
-		for (int i = 0; read && i < 256; i++)
+		for (uint32_t i = 0; read && i < st->len; i++)
 			if (buf[i] != 0x11)
 				atomic_store(&st->bad, true);
 		atomic_fetch_add(&st->done, 1);
@@ -202,8 +202,16 @@ static void *stream(void *arg)
 struct swvt_rc_stream_end swvt_rc_dereg_under_stream(struct swvt_rc_side *a, struct swvt_rc_side *b,
 						     enum ibv_wr_opcode op, uint64_t n)
 {
+	return swvt_rc_dereg_under_stream_len(a, b, op, n, 256);
+}
+
+struct swvt_rc_stream_end swvt_rc_dereg_under_stream_len(struct swvt_rc_side *a,
+							 struct swvt_rc_side *b,
+							 enum ibv_wr_opcode op, uint64_t n,
+							 uint32_t len)
+{
 	struct stream st = {
-	    .a = a, .op = op, .raddr = (uintptr_t)b->buf + 4096, .rkey = b->mr->rkey};
+	    .a = a, .op = op, .raddr = (uintptr_t)b->buf + 4096, .rkey = b->mr->rkey, .len = len};
 	pthread_t t;
 	CHECK_OK(pthread_create(&t, NULL, stream, &st));
 	uint64_t until = swvt_now_ms() + SWVT_RC_LIMIT_NS / 1000000;

@@ -91,6 +91,11 @@ struct swvt_rc_stream_end {
  * when the stream ended. */
 struct swvt_rc_stream_end swvt_rc_dereg_under_stream(struct swvt_rc_side *a, struct swvt_rc_side *b,
 						     enum ibv_wr_opcode op, uint64_t n);
+/* The same with op WRs of len bytes (at most b's buffer length - 4096). */
+struct swvt_rc_stream_end swvt_rc_dereg_under_stream_len(struct swvt_rc_side *a,
+							 struct swvt_rc_side *b,
+							 enum ibv_wr_opcode op, uint64_t n,
+							 uint32_t len);
 
 /* n bytes of i * 31 + seed: neighbouring bytes differ and byte 0 is the seed. */
 void swvt_rc_fill(uint8_t *p, size_t n, unsigned seed);

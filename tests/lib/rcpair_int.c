@@ -24,14 +24,20 @@ struct swv_shm_stats swvt_rc_shm_stats(const struct swvt_rc_side *s)
 void swvt_rc_send_forged(const struct swvt_rc_side *a, const struct swvt_rc_side *b, uint8_t op,
 			 uint32_t psn, uint32_t rkey, bool udp)
 {
+	swvt_rc_send_forged_at(a, b, op, psn, rkey, (uintptr_t)b->buf, 8, udp);
+}
+
+void swvt_rc_send_forged_at(const struct swvt_rc_side *a, const struct swvt_rc_side *b, uint8_t op,
+			    uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len, bool udp)
+{
 	struct swv_pkt p = {.opcode = SWV_OP_RC | op,
 			    .dqpn = b->qp->qp_num,
 			    .psn = psn,
 			    .ackreq = true,
 			    .placed = true,
-			    .reth_va = (uintptr_t)b->buf,
+			    .reth_va = va,
 			    .reth_rkey = rkey,
-			    .reth_len = 8};
+			    .reth_len = len};
 	p.flags = swv_opcode(p.opcode)->flags;
 	uint8_t pkt[SWV_MAX_HDR_LEN + 8];
 	size_t h = swv_pkt_build_hdr(pkt, &p);

@@ -23,6 +23,10 @@ struct swv_shm_stats swvt_rc_shm_stats(const struct swvt_rc_side *s);
  * placed anything); else sent as a's endpoint sends (the ring when there is one). */
 void swvt_rc_send_forged(const struct swvt_rc_side *a, const struct swvt_rc_side *b, uint8_t op,
 			 uint32_t psn, uint32_t rkey, bool udp);
+/* The same with the RETH's va and length given (a WRITE_MIDDLE or _LAST carries no
+ * RETH: they are then unused). */
+void swvt_rc_send_forged_at(const struct swvt_rc_side *a, const struct swvt_rc_side *b, uint8_t op,
+			    uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len, bool udp);
 /* Exits with 77 (the skip code of the direct placement tests) when the environment
  * turns the intra-host link or its direct placement off. */
 void swvt_rc_need_direct(void);

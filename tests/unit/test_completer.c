@@ -107,6 +107,13 @@ int swv_mr_scatter(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_
 	(void)ctx, (void)pd, (void)sge, (void)nsge, (void)offset, (void)src, (void)len;
 	return 0;
 }
+/* No direct placement here (no intra-host link): nothing to place from. */
+int swv_mr_gather_iov(struct swv_context *ctx, struct swv_pd *pd, const struct ibv_sge *sge,
+		      unsigned nsge, size_t len, struct iovec *iov, int max)
+{
+	(void)ctx, (void)pd, (void)sge, (void)nsge, (void)len, (void)iov, (void)max;
+	return -1;
+}
 /* No memory windows here: the requester's local operations are not driven. */
 int swv_mw_bind(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, uint32_t handle,
 		uint32_t rkey, const struct ibv_mw_bind_info *bi, uint32_t mr_lkey)

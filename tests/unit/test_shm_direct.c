@@ -5,7 +5,7 @@
  *  placed        one-packet RDMA WRITEs (2 B .. the path MTU) after the connection's
  *                first request are placed by the sender: the placement count moves,
  *                the responder counts each as placed, bytes exact; a WRITE_WITH_IMM
- *                (its CQE) and a WRITE larger than the path MTU take the ring.
+ *                (its CQE) takes the ring.
  *  errors        a bad rkey, out of bounds, an MR without REMOTE_WRITE, a QP without
  *                REMOTE_WRITE: IBV_WC_REM_ACCESS_ERR / REM_INV_REQ_ERR as on the ring,
  *                nothing placed, the target's memory untouched.
@@ -28,6 +28,18 @@
  *                nobody can have placed it): the reserved bit is ignored, so the empty
  *                payload against a RETH length is an invalid request (NAK, QP to ERR),
  *                never a WRITE counted as done.
+ *  multi_placed  multi-packet WRITEs (1025 B .. 1 MiB, one SGE or three) placed whole:
+ *                one placement each, every packet found placed by the responder, the
+ *                target's REMOTE_RDMA_WRITE counter once per message, bytes exact; a
+ *                multi-packet WRITE_WITH_IMM takes the ring.
+ *  multi_errors  a bad rkey, a range past the MR's end in the last packet only, an MR
+ *                or QP without REMOTE_WRITE, on a pair that places multi-packet
+ *                WRITEs: the UDP path's status, nothing placed, memory untouched.
+ *  multi_dereg_stream  4000-byte WRITEs streaming while the MR is deregistered: not a
+ *                byte lands once ibv_dereg_mr returned.
+ *  multi_forged  FIRST/MIDDLE/LAST flagged placed that nobody placed, on the ring: the
+ *                checks run and only the copy is skipped (a bad key NAKs); over UDP
+ *                the flag is cleared and a header-only FIRST is an invalid request.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -105,16 +117,168 @@ static void placed(void)
 	CHECK_EQ(ntohl(wc.imm_data), 0x1234);
 	CHECK(!memcmp(a.buf + 20000, b.buf + 20000, 300));
 	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
-	/* more than the path MTU (1024): the ring */
-	d0 = swvt_rc_shm_stats(&a).direct_tx;
-	swvt_rc_fill(a.buf + 30000, 5000, 3);
-	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 30000, 5000, (uintptr_t)b.buf + 30000, b.mr->rkey, 0);
-	wc = swvt_rc_wait_wc(a.cq);
-	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	CHECK(!memcmp(a.buf + 30000, b.buf + 30000, 5000));
-	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   placed\n");
+}
+
+static uint64_t cntr(struct ibv_comp_cntr *c)
+{
+	uint64_t v;
+	CHECK_OK(ibv_read_comp_cntr(c, &v));
+	return v;
+}
+
+#define MP_BUF ((1u << 20) + 65536)
+
+/* Multi-packet WRITEs (path MTU 1024) placed whole: one placement per message, every
+ * packet of it found placed by the responder, the target's REMOTE_RDMA_WRITE counter
+ * once per message, bytes exact; from several SGEs too. A multi-packet
+ * WRITE_WITH_IMM takes the ring. */
+static void multi_placed(void)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_opts oa = {.buf_len = MP_BUF},
+			    ob = {.buf_len = MP_BUF,
+				  .cntr_ops = IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE};
+	swvt_rc_pair_open(&a, &b, &oa, &ob, NULL);
+	swvt_rc_warm(&a, &b);
+	static const uint32_t sizes[] = {1025, 2048, 5000, 65536 + 7, 1u << 20};
+	uint64_t msgs = 0;
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t off = i & 1 ? 4096 : 0;
+		struct swv_shm_stats s0 = swvt_rc_shm_stats(&a);
+		uint64_t r0 = resp_placed(&b);
+		swvt_rc_fill(a.buf + off, sizes[i], i + 11);
+		swvt_rc_post(&a, IBV_WR_RDMA_WRITE, off, sizes[i], (uintptr_t)b.buf + off,
+			     b.mr->rkey, 0);
+		struct ibv_wc wc = swvt_rc_wait_wc(a.cq);
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+		CHECK(!memcmp(a.buf + off, b.buf + off, sizes[i]));
+		CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, s0.direct_tx + 1);
+		CHECK_EQ(resp_placed(&b), r0 + (sizes[i] + 1023) / 1024);
+		CHECK_EQ(cntr(b.cntr), ++msgs);
+	}
+	/* three SGEs, 4500 bytes from scattered places into one range */
+	struct ibv_sge sg[3] = {{(uintptr_t)a.buf + 100000, 1000, a.mr->lkey},
+				{(uintptr_t)a.buf + 300001, 1500, a.mr->lkey},
+				{(uintptr_t)a.buf + 500002, 2000, a.mr->lkey}};
+	for (int k = 0; k < 3; k++)
+		swvt_rc_fill((uint8_t *)(uintptr_t)sg[k].addr, sg[k].length, 40 + k);
+	struct ibv_send_wr wr = {.wr_id = 5,
+				 .sg_list = sg,
+				 .num_sge = 3,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED,
+				 .wr.rdma = {(uintptr_t)b.buf + 700000, b.mr->rkey}},
+			   *bad;
+	uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx, r0 = resp_placed(&b);
+	CHECK_OK(ibv_post_send(a.qp, &wr, &bad));
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	uint8_t *t = b.buf + 700000;
+	for (int k = 0; k < 3; k++) {
+		CHECK(!memcmp(t, (uint8_t *)(uintptr_t)sg[k].addr, sg[k].length));
+		t += sg[k].length;
+	}
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
+	CHECK_EQ(resp_placed(&b), r0 + 5);
+	CHECK_EQ(cntr(b.cntr), ++msgs);
+	/* WRITE_WITH_IMM of several packets: the ring, as the one-packet one */
+	struct ibv_sge rs = {(uintptr_t)b.buf, 1, b.mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 78, .sg_list = &rs, .num_sge = 1}, *rbad;
+	CHECK_OK(ibv_post_recv(b.qp, &rw, &rbad));
+	d0 = swvt_rc_shm_stats(&a).direct_tx;
+	r0 = resp_placed(&b);
+	swvt_rc_fill(a.buf + 30000, 5000, 3);
+	swvt_rc_post(&a, IBV_WR_RDMA_WRITE_WITH_IMM, 30000, 5000, (uintptr_t)b.buf + 30000,
+		     b.mr->rkey, 0x55);
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	struct ibv_wc wc = swvt_rc_wait_wc(b.cq);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 5000);
+	CHECK(!memcmp(a.buf + 30000, b.buf + 30000, 5000));
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
+	CHECK_EQ(resp_placed(&b), r0);
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   multi_placed\n");
+}
+
+/* A multi-packet WRITE the responder refuses, on a pair that has just placed one
+ * whole: its status is the UDP path's, nothing of it is placed, b's memory untouched.
+ * how: 1 a key that is not b's, 2 the range runs past the MR's end in its last packet
+ * only, 3 the MR lacks REMOTE_WRITE, 4 the QP lacks it. */
+static void multi_refused(int how, enum ibv_wc_status want)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_opts ob = {0};
+	if (how == 4)
+		ob.qp_access = IBV_ACCESS_REMOTE_READ;
+	swvt_rc_pair_open(&a, &b, NULL, &ob, NULL);
+	swvt_rc_warm(&a, &b);
+	uint32_t rkey = b.mr->rkey;
+	struct ibv_mr *ro = NULL;
+	if (how == 3) {
+		/* a second MR over the buffer without the right */
+		ro =
+		    ibv_reg_mr(b.pd, b.buf, b.len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		CHECK(ro);
+		rkey = ro->rkey;
+	}
+	uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx;
+	if (how != 4) {
+		swvt_rc_fill(a.buf, 3000, 2);
+		swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 3000, (uintptr_t)b.buf + 8192, b.mr->rkey,
+			     0);
+		CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+		CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
+		d0++;
+	}
+	memset(b.buf, 0x5a, b.len);
+	uint64_t r0 = resp_placed(&b);
+	uint64_t va = (uintptr_t)b.buf + 100;
+	if (how == 1)
+		rkey ^= 0x80;
+	if (how == 2)
+		va = (uintptr_t)b.buf + b.len - 3500; /* packets 1-3 fit, the 4th does not */
+	swvt_rc_fill(a.buf, 4000, 7);
+	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 4000, va, rkey, 0);
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, want);
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
+	CHECK_EQ(resp_placed(&b), r0);
+	for (size_t i = 0; i < b.len; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	if (ro)
+		CHECK_OK(ibv_dereg_mr(ro));
+	swvt_rc_pair_close(&a, &b);
+}
+
+static void multi_errors(void)
+{
+	multi_refused(1, IBV_WC_REM_ACCESS_ERR);
+	multi_refused(2, IBV_WC_REM_ACCESS_ERR);
+	multi_refused(3, IBV_WC_REM_ACCESS_ERR);
+	multi_refused(4, IBV_WC_REM_INV_REQ_ERR);
+	fprintf(stderr, "ok   multi_errors\n");
+}
+
+/* Multi-packet WRITEs streamed into an MR that is deregistered meanwhile: once
+ * ibv_dereg_mr returned, not one byte lands in the (reused) buffer. */
+static void multi_dereg_stream(void)
+{
+	for (int round = 0; round < 10; round++) {
+		struct swvt_rc_side a, b;
+		swvt_rc_pair_open(&a, &b, NULL, NULL, NULL);
+		uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx;
+		uint64_t r0 = resp_placed(&b);
+		struct swvt_rc_stream_end end = swvt_rc_dereg_under_stream_len(
+		    &a, &b, IBV_WR_RDMA_WRITE, 30 + (uint64_t)round * 10, 4000);
+		CHECK_EQ(end.last, IBV_WC_REM_ACCESS_ERR);
+		for (size_t i = 0; i < BUF; i++)
+			CHECK_EQ(b.buf[i], 0xee);
+		CHECK(swvt_rc_shm_stats(&a).direct_tx > d0);
+		CHECK(resp_placed(&b) > r0 + 4);
+		swvt_rc_pair_close(&a, &b);
+	}
+	fprintf(stderr, "ok   multi_dereg_stream\n");
 }
 
 /* One refused WRITE on a fresh pair: its status, nothing placed, b's memory intact.
@@ -392,6 +556,71 @@ static void forged_udp(void)
 	fprintf(stderr, "ok   forged_udp\n");
 }
 
+/* Wait until b's responder took the PSNs up to want or sent a NAK. */
+static void resp_wait(struct swvt_rc_side *b, uint32_t want, uint64_t n0, uint32_t *e, uint64_t *n)
+{
+	uint64_t until = swv_now_ns() + LIMIT;
+	do {
+		CHECK(swv_now_ns() < until);
+		sched_yield();
+		resp_psn_naks(b, e, n);
+	} while (*e != want && *n == n0);
+}
+
+/* A multi-packet WRITE flagged placed that nobody placed (a hostile sender on the
+ * ring): FIRST, MIDDLE, LAST of 3000 bytes without payload. The responder runs every
+ * check as on the UDP path and only leaves out the copy: it takes the three PSNs,
+ * counts the message once, and b's memory is untouched. The same forged with a key
+ * that is not b's: NAK, the PSN stays. Over UDP the flag is cleared on receipt, so a
+ * header-only FIRST is an invalid request. */
+static void multi_forged(void)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_opts ob = {.cntr_ops = IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE};
+	swvt_rc_pair_open(&a, &b, NULL, &ob, NULL);
+	swvt_rc_warm(&a, &b);
+	memset(b.buf, 0x5a, BUF);
+	uint32_t e0, e;
+	uint64_t n0, n;
+	resp_psn_naks(&b, &e0, &n0);
+	uint64_t p0 = resp_placed(&b), c0 = cntr(b.cntr);
+	uint64_t va = (uintptr_t)b.buf + 1000;
+	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_FIRST, e0, b.mr->rkey, va, 3000, false);
+	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_MIDDLE, e0 + 1, 0, 0, 0, false);
+	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_LAST, e0 + 2, 0, 0, 0, false);
+	resp_wait(&b, e0 + 3, n0, &e, &n);
+	CHECK_EQ(n, n0);
+	CHECK_EQ(e, e0 + 3);
+	CHECK_EQ(resp_placed(&b), p0 + 3);
+	CHECK_EQ(cntr(b.cntr), c0 + 1);
+	for (int i = 0; i < BUF; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	/* a key that is not b's: the checks run, NAK, nothing counted */
+	e0 = e;
+	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_FIRST, e0, b.mr->rkey ^ 0x80, va, 3000, false);
+	resp_wait(&b, e0 + 1, n0, &e, &n);
+	CHECK_EQ(n, n0 + 1);
+	CHECK_EQ(e, e0);
+	CHECK_EQ(resp_placed(&b), p0 + 3);
+	CHECK_EQ(cntr(b.cntr), c0 + 1);
+	swvt_rc_pair_close(&a, &b);
+
+	swvt_rc_pair_open(&a, &b, NULL, NULL, NULL);
+	memset(b.buf, 0x5a, BUF);
+	resp_psn_naks(&b, &e0, &n0);
+	p0 = resp_placed(&b);
+	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_FIRST, e0, b.mr->rkey, (uintptr_t)b.buf, 3000,
+			       true);
+	resp_wait(&b, e0 + 1, n0, &e, &n);
+	CHECK_EQ(n, n0 + 1);
+	CHECK_EQ(e, e0);
+	CHECK_EQ(resp_placed(&b), p0);
+	for (int i = 0; i < BUF; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   multi_forged\n");
+}
+
 /* A WRITE the responder does not execute leaves its memory as it was, as on the ring:
  * one whose PSN the responder does not expect (its rq_psn is not a's sq_psn: dropped
  * as a duplicate, a's WRITE ends in RETRY_EXC_ERR), and a WRITE_WITH_IMM without a
@@ -449,5 +678,9 @@ int main(void)
 	corrupt();
 	forged_udp();
 	not_executed();
+	multi_placed();
+	multi_errors();
+	multi_dereg_stream();
+	multi_forged();
 	return 0;
 }
