@@ -1340,10 +1340,11 @@ int swv_shm_direct(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct
 		return dt_corrupt(sp, p);
 	/* What the responder checks of the QP: it is the one addressed, connected to this
 	 * very QP, takes requests (published only then), with the right, the partition
-	 * and a path MTU the packet fits. */
+	 * and a path MTU the packet fits -- for a message of several packets exactly the
+	 * sender's: the responder takes FIRST and MIDDLE packets of its own MTU only. */
 	if (q.qpn != d->dqpn || q.peer_key != sp->self_key || q.dest_qpn != d->sqpn ||
 	    (q.access & d->access) != d->access || !dt_pkey_match(d->pkey, q.pkey) ||
-	    (d->pmtu ? d->pmtu : len) > q.mtu)
+	    (d->pmtu ? d->pmtu != q.mtu : len > q.mtu))
 		goto fallback;
 	unsigned home = dt_mr_home(d->rkey), mi = 0;
 	struct dt_mr m;

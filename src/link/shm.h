@@ -130,7 +130,7 @@ struct swv_shm_direct {
 	uint64_t va;
 	bool read; /* copy from the owner's memory into buf (else from buf into it) */
 	/* A message of several packets (a WRITE placed whole): the local bytes are iov
-	 * (buf is then ignored) and each packet of pmtu bytes, not the whole len, must fit
+	 * (buf is then ignored) and pmtu, the size of each packet but the last, must be
 	 * the owner's path MTU. 0 / NULL: one packet, from buf. */
 	uint32_t pmtu;
 	const struct iovec *iov;

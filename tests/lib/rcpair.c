@@ -72,7 +72,7 @@ void swvt_rc_connect(struct swvt_rc_side *a, struct swvt_rc_side *b, const struc
 		c = &dflt;
 	swvt_pair_to_rtr(a->qp, b->qp->qp_num);
 	struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTR,
-				.path_mtu = IBV_MTU_1024,
+				.path_mtu = c->b_path_mtu ? c->b_path_mtu : IBV_MTU_1024,
 				.dest_qp_num = a->qp->qp_num,
 				.rq_psn = c->b_rq_psn,
 				.max_dest_rd_atomic = c->b_max_dest_rd_atomic,

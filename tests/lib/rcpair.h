@@ -43,6 +43,7 @@ struct swvt_rc_conn {
 	uint32_t b_rq_psn;	      /* b's expected PSN; a sends from 0 */
 	uint8_t b_max_dest_rd_atomic; /* b's incoming READ/atomic resources */
 	uint8_t a_timeout, a_retry_cnt, a_rnr_retry;
+	enum ibv_mtu b_path_mtu; /* b's path MTU; 0: IBV_MTU_1024 (a's) */
 };
 /* What swvt_pair_connect does (inproc.h). */
 #define SWVT_RC_CONN_DEFAULT                                                                       \

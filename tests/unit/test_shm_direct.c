@@ -35,6 +35,8 @@
  *  multi_errors  a bad rkey, a range past the MR's end in the last packet only, an MR
  *                or QP without REMOTE_WRITE, on a pair that places multi-packet
  *                WRITEs: the UDP path's status, nothing placed, memory untouched.
+ *  multi_mtu_mismatch  a requester's path MTU below the responder's: the UDP
+ *                path's invalid request, nothing placed, memory untouched.
  *  multi_dereg_stream  4000-byte WRITEs streaming while the MR is deregistered: not a
  *                byte lands once ibv_dereg_mr returned.
  *  multi_forged  FIRST/MIDDLE/LAST flagged placed that nobody placed, on the ring: the
@@ -258,6 +260,37 @@ static void multi_errors(void)
 	multi_refused(3, IBV_WC_REM_ACCESS_ERR);
 	multi_refused(4, IBV_WC_REM_INV_REQ_ERR);
 	fprintf(stderr, "ok   multi_errors\n");
+}
+
+/* A multi-packet WRITE from a QP whose path MTU (1024) is smaller than the
+ * responder's (4096): the responder takes FIRST and MIDDLE packets of its own MTU only,
+ * so the UDP path refuses the message at its FIRST (invalid request) before a byte
+ * lands. Placed whole, it must be refused the same way: nothing placed, b's memory
+ * untouched. One packet under both MTUs is unaffected (placed). */
+static void multi_mtu_mismatch(void)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_conn c = SWVT_RC_CONN_DEFAULT;
+	c.b_path_mtu = IBV_MTU_4096;
+	swvt_rc_pair_open(&a, &b, NULL, NULL, &c);
+	swvt_rc_warm(&a, &b);
+	uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx;
+	swvt_rc_fill(a.buf, 1000, 3);
+	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 1000, (uintptr_t)b.buf + 8192, b.mr->rkey, 0);
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+	CHECK(!memcmp(a.buf, b.buf + 8192, 1000));
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
+	memset(b.buf, 0x5a, b.len);
+	uint64_t r0 = resp_placed(&b);
+	swvt_rc_fill(a.buf, 3000, 9);
+	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 3000, (uintptr_t)b.buf + 100, b.mr->rkey, 0);
+	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_REM_INV_REQ_ERR);
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
+	CHECK_EQ(resp_placed(&b), r0);
+	for (size_t i = 0; i < b.len; i++)
+		CHECK_EQ(b.buf[i], 0x5a);
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   multi_mtu_mismatch\n");
 }
 
 /* Multi-packet WRITEs streamed into an MR that is deregistered meanwhile: once
@@ -680,6 +713,7 @@ int main(void)
 	not_executed();
 	multi_placed();
 	multi_errors();
+	multi_mtu_mismatch();
 	multi_dereg_stream();
 	multi_forged();
 	return 0;
