@@ -83,7 +83,7 @@ void swvt_rc_connect(struct swvt_rc_side *a, struct swvt_rc_side *b, const struc
 				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				   IBV_QP_MIN_RNR_TIMER));
 	struct ibv_qp_attr t = {.qp_state = IBV_QPS_RTS,
-				.sq_psn = 0,
+				.sq_psn = c->a_sq_psn,
 				.timeout = c->a_timeout,
 				.retry_cnt = c->a_retry_cnt,
 				.rnr_retry = c->a_rnr_retry,

@@ -40,7 +40,8 @@ struct swvt_rc_opts {
 
 /* How swvt_rc_connect connects a to b. */
 struct swvt_rc_conn {
-	uint32_t b_rq_psn;	      /* b's expected PSN; a sends from 0 */
+	uint32_t b_rq_psn;	      /* b's expected PSN */
+	uint32_t a_sq_psn;	      /* the PSN a sends from */
 	uint8_t b_max_dest_rd_atomic; /* b's incoming READ/atomic resources */
 	uint8_t a_timeout, a_retry_cnt, a_rnr_retry;
 	enum ibv_mtu b_path_mtu; /* b's path MTU; 0: IBV_MTU_1024 (a's) */

@@ -37,6 +37,8 @@
  *                WRITEs: the UDP path's status, nothing placed, memory untouched.
  *  multi_mtu_mismatch  a requester's path MTU below the responder's: the UDP
  *                path's invalid request, nothing placed, memory untouched.
+ *  multi_psn_wrap  a placed WRITE whose PSNs wrap past 2^24 - 1: placed whole, bytes
+ *                exact.
  *  multi_dereg_stream  4000-byte WRITEs streaming while the MR is deregistered: not a
  *                byte lands once ibv_dereg_mr returned.
  *  multi_forged  FIRST/MIDDLE/LAST flagged placed that nobody placed, on the ring: the
@@ -291,6 +293,30 @@ static void multi_mtu_mismatch(void)
 		CHECK_EQ(b.buf[i], 0x5a);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   multi_mtu_mismatch\n");
+}
+
+/* A WRITE placed whole whose PSNs wrap past 2^24 - 1 (a connection started just
+ * below it): placed once, every packet found placed, bytes exact; the next one, all
+ * past the wrap, too. */
+static void multi_psn_wrap(void)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_conn c = SWVT_RC_CONN_DEFAULT;
+	c.a_sq_psn = c.b_rq_psn = 0xffffff - 10;
+	swvt_rc_pair_open(&a, &b, NULL, NULL, &c);
+	swvt_rc_warm(&a, &b);
+	for (int i = 0; i < 2; i++) {
+		uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx, r0 = resp_placed(&b);
+		swvt_rc_fill(a.buf, 32768, 60 + i);
+		swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 32768, (uintptr_t)b.buf + 16384, b.mr->rkey,
+			     0);
+		CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_SUCCESS);
+		CHECK(!memcmp(a.buf, b.buf + 16384, 32768));
+		CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
+		CHECK_EQ(resp_placed(&b), r0 + 32);
+	}
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   multi_psn_wrap\n");
 }
 
 /* Multi-packet WRITEs streamed into an MR that is deregistered meanwhile: once
@@ -714,6 +740,7 @@ int main(void)
 	multi_placed();
 	multi_errors();
 	multi_mtu_mismatch();
+	multi_psn_wrap();
 	multi_dereg_stream();
 	multi_forged();
 	return 0;
