@@ -367,9 +367,11 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	return off;
 }
 
-/* A WRITE of several packets placed whole (place_whole): at most the responder's
- * RETH length limit, gathered from at most this many local pieces. */
-#define PLACE_MAX_MSG (1u << 31)
+/* A WRITE of several packets placed whole (place_whole): at most what Linux moves in
+ * one process_vm_writev (MAX_RW_COUNT, INT_MAX rounded down to a page: a longer one is
+ * cut short, every time, and would take the ring after copying that much in vain),
+ * gathered from at most this many local pieces. */
+#define PLACE_MAX_MSG 0x7ffff000u
 #define PLACE_MAX_IOV 64
 
 /* Whether the payload of w's packet psn may be placed directly (docs/design.md, "The
