@@ -933,6 +933,13 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 	return (int)nseg;
 }
 
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst)
+{
+	if (!ep || !ep->shm || !dst)
+		return false;
+	return swv_shm_backlog(ep->shm, swv_shm_route(ep->shm, dst));
+}
+
 int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		  const struct swv_shm_direct *d, void *buf, size_t len)
 {

@@ -113,6 +113,10 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		  const struct swv_shm_direct *d, void *buf, size_t len);
 
+/* Whether dst is reached through the intra-host link and its receiver, alive, has not
+ * taken every packet this endpoint sent it yet (link/shm.h, swv_shm_backlog). */
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst);
+
 /* Receive up to n datagrams without blocking; each pkts[i].buf must have room for
  * SWV_EP_MAX_DGRAM bytes. Returns the number received (0 if none). Truncated
  * (oversized) datagrams and ICMP errors (ECONNREFUSED, ...) are dropped silently.

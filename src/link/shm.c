@@ -938,6 +938,29 @@ struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockadd
 	return p;
 }
 
+static void ring_if_sleeping(struct swv_shm_port *sp, struct swv_shm_peer *p);
+
+bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p)
+{
+	if (!sp || !p)
+		return false;
+	pthread_mutex_lock(&p->lock);
+	bool unread = !peer_drained(p);
+	/* A dead receiver's ring stays unread for ever: that is the peer's death, which
+	 * the transport must see (a few system calls, at most once per ACK timeout); the
+	 * pidfd, where there is one, also tells a reused pid from the owner. */
+	bool dead = unread && (owner_dead(p->hdr) || (p->owner_fd && !owner_lives(p)));
+	pthread_mutex_unlock(&p->lock);
+	if (dead) {
+		atomic_store(&p->stale, true);
+		unread = false;
+	}
+	if (unread)
+		ring_if_sleeping(sp, p);
+	swv_shm_put(sp, p);
+	return unread;
+}
+
 /* After publishing a tail: ring only a receiver that said it sleeps (see swv_shm_arm
  * for the other half). */
 static void ring_if_sleeping(struct swv_shm_port *sp, struct swv_shm_peer *p)

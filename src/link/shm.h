@@ -68,6 +68,10 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		 int iovcnt, size_t seg_size, unsigned nseg);
 /* Let go of a peer swv_shm_route returned without sending to it. NULL is a no-op. */
 void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p);
+/* Whether p's receiver, alive, has not yet taken every packet we wrote to its ring (a
+ * receiver that is not scheduled, or stopped): those packets are not lost, since a ring
+ * loses nothing. Rings its doorbell again, should one have been lost. Lets go of p. */
+bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p);
 
 /* Receive side (progress work lock held). Take up to max packets from the inbox: each
  * out[i].buf points into ring memory and stays valid until swv_shm_rx_release, which

@@ -1064,11 +1064,13 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 	}
 	if (r->ack_deadline && now >= r->ack_deadline) {
 		r->ack_deadline = 0;
-		if (head_wqe(qp) && tx_blocked) {
+		if (head_wqe(qp) && (tx_blocked || (qp->ep && swv_ep_backlog(qp->ep, &qp->peer)))) {
 			/* Not the peer's silence: what it has not answered could not leave
-			 * (the intra-host ring of a busy or stopped receiver, docs/responder.md
-			 * "Retry rules"). A retry that cannot be sent must not spend retry_cnt;
-			 * wait another timeout. A dead receiver's ring is not refused (link/shm.h),
+			 * (the intra-host ring of a busy or stopped receiver), or has not been
+			 * taken off its ring yet (a receiver not scheduled: nothing is lost on a
+			 * ring), docs/responder.md "Retry rules". A retry for packets that have
+			 * not arrived must not spend retry_cnt; wait another timeout. A dead
+			 * receiver's ring is neither refused nor counted as unread (link/shm.h),
 			 * so its peer still ends in RETRY_EXC_ERR. */
 			uint64_t tmo = swv_ack_timeout_ns(qp);
 			r->ack_deadline = tmo ? now + tmo : 0;

@@ -136,6 +136,13 @@ int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	(void)ep, (void)dst, (void)d, (void)buf, (void)len;
 	return ENOTSUP;
 }
+/* The model's intra-host ring: whether the peer has not taken our packets yet. */
+static bool model_backlog;
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst)
+{
+	(void)ep, (void)dst;
+	return model_backlog;
+}
 /* Never reached with GSO off; defined so the library's txrun/endpoint stay out. */
 struct swv_txrun *swv_txrun_begin(void)
 {
@@ -343,6 +350,39 @@ static void test_timeouts_exhaust(uint8_t retry_cnt)
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
 	CHECK_EQ(count_tx(PSN0), 1 + retry_cnt);
+}
+
+/* An ACK timeout while the peer, alive, has not taken our packets off the intra-host
+ * ring yet (a receiver not scheduled on a loaded host) is no silence of the peer: nothing
+ * is lost on a ring, so no retry is spent; once the ring is taken, the timeouts count
+ * as usual and a peer that answers nothing still ends in RETRY_EXC_ERR. */
+static void test_timeout_ring_unread(void)
+{
+	struct swv_endpoint ep;
+	memset(&ep, 0, sizeof(ep));
+	ep.fd = -1;
+	setup(1, 7);
+	swv_req_run(qp);
+	qp->ep = &ep;
+	model_backlog = true;
+	for (int i = 0; i < 5; i++) {
+		uint64_t at = qp->req.ack_deadline;
+		CHECK(at != 0);
+		swv_req_timer(qp, at); /* tail-loss probes may go: they spend nothing */
+		CHECK_EQ(qp->state, IBV_QPS_RTS);
+		CHECK(qp->req.ack_deadline > at); /* another timeout, not a retry */
+	}
+	CHECK_EQ(qp->req.n_timeouts, 0u);
+	CHECK_EQ(ncomps, 0);
+	model_backlog = false; /* taken, and no answer: retry_cnt 1 is one retry */
+	swv_req_timer(qp, qp->req.ack_deadline);
+	CHECK_EQ(qp->req.n_timeouts, 1u);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	swv_req_timer(qp, qp->req.ack_deadline);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+	qp->ep = NULL;
 }
 
 /* The first n_reads WQEs become RDMA READs of 4 response packets each. */
@@ -1337,6 +1377,7 @@ int main(void)
 	test_timeouts_exhaust(0);
 	test_timeouts_exhaust(3);
 	test_timeouts_exhaust(7);
+	test_timeout_ring_unread();
 	test_read_response_lost();
 	test_read_gap_once();
 	test_read_selective();

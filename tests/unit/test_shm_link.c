@@ -10,6 +10,9 @@
  *     miss is remembered (no second lookup within SWV_SHM_MISS_TTL_NS).
  *  4. With SWVERBS_SHM=0 no port gets an inbox (checked in a child process, since the
  *     switch is read once per process).
+ *  5. The backlog a requester's ACK timeout asks about (swv_ep_backlog): packets its
+ *     live receiver has not taken yet count; once taken, or when the owner is dead,
+ *     they do not (a dead peer must still end in RETRY_EXC_ERR).
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -154,6 +157,50 @@ static void test_udp_destination(struct swvt_rc_side *a)
 	close(fd);
 }
 
+/* 5 */
+static void test_backlog(void)
+{
+	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+	struct swv_endpoint rx, tx;
+	CHECK_OK(swv_ep_open(&rx, lo, NULL)); /* no progress thread: nobody takes its inbox */
+	CHECK_OK(swv_ep_attach_shm(&rx));
+	CHECK_OK(swv_ep_open(&tx, lo, NULL));
+	CHECK_OK(swv_ep_attach_shm(&tx));
+	struct sockaddr_in to = swv_ep_sockaddr(&rx);
+	CHECK(!swv_ep_backlog(&tx, &to)); /* nothing sent */
+	uint8_t pkt[64] = {0};
+	struct iovec v = {pkt, sizeof(pkt)};
+	CHECK_OK(swv_ep_send(&tx, &to, &v, 1));
+	CHECK(swv_ep_backlog(&tx, &to));
+	CHECK(swv_ep_backlog(&tx, &to)); /* asking takes nothing */
+	struct swv_rx_pkt got[4];
+	CHECK_EQ(swv_shm_rx_take(rx.shm, got, 4), 1);
+	swv_shm_rx_release(rx.shm);
+	CHECK(!swv_ep_backlog(&tx, &to)); /* taken */
+	CHECK_OK(swv_ep_send(&tx, &to, &v, 1));
+	CHECK(swv_ep_backlog(&tx, &to));
+	/* The owner dies (a child's pid, reaped): its unread ring is no backlog. */
+	pid_t dead = fork();
+	CHECK(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	CHECK_EQ(waitpid(dead, NULL, 0), dead);
+	swv_shm_test_set_owner_pid(rx.shm, (int32_t)dead);
+	CHECK(!swv_ep_backlog(&tx, &to));
+	swv_shm_test_set_owner_pid(rx.shm, (int32_t)getpid());
+	/* Not reached through an inbox (a plain UDP destination): no backlog to know of. */
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(fd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = lo};
+	socklen_t sl = sizeof(sa);
+	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	CHECK(!swv_ep_backlog(&tx, &sa));
+	close(fd);
+	swv_ep_close(&tx);
+	swv_ep_close(&rx);
+}
+
 /* 4 */
 static void switch_off_child(void)
 {
@@ -183,5 +230,6 @@ int main(void)
 	test_corrupt(&a, &b);
 	test_udp_destination(&a);
 	swvt_rc_pair_close(&a, &b);
+	test_backlog();
 	return 0;
 }
