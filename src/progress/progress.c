@@ -394,7 +394,11 @@ static void *progress_main(void *arg)
 		/* seq odd: from here on this iteration may hold QP pointers. A QP unpublished
 		 * (seq_cst) before this increment is invisible to it; one unpublished after is
 		 * waited for by swv_progress_sync until seq turns even again. */
-		pthread_mutex_lock(&pr->work_lock);
+		if (pthread_mutex_trylock(&pr->work_lock)) {
+			atomic_store_explicit(&pr->thread_waiting, true, memory_order_relaxed);
+			pthread_mutex_lock(&pr->work_lock);
+			atomic_store_explicit(&pr->thread_waiting, false, memory_order_relaxed);
+		}
 		work_begin(pr);
 
 		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
@@ -518,7 +522,9 @@ int swv_progress_assist(struct swv_context *ctx)
 
 	if (!pr->started)
 		return 0;
-	if (pthread_mutex_trylock(&pr->work_lock))
+	/* The thread waits for the lock: let it have it (see thread_waiting), it receives */
+	if (atomic_load_explicit(&pr->thread_waiting, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&pr->work_lock))
 		return -1; /* someone is receiving already */
 	return pass_locked(ctx, false, false);
 }
@@ -648,6 +654,7 @@ int swv_progress_start(struct swv_context *ctx)
 	atomic_init(&pr->stop, false);
 	atomic_init(&pr->sleep_until, 0); /* "awake": kicks before the first sleep only record */
 	atomic_init(&pr->pending, UINT64_MAX);
+	atomic_init(&pr->thread_waiting, false);
 	atomic_init(&pr->seq, 0);
 	atomic_init(&pr->sync_waiters, 0);
 	atomic_init(&pr->sq_outstanding, 0);

@@ -61,6 +61,12 @@ struct swv_progress {
 	 * exactly while it is held, and 'rx' (receive buffers) is used only under it.
 	 * Lock order: work_lock, then qp->lock, then cq->lock. */
 	pthread_mutex_t work_lock;
+	/* The thread is waiting for work_lock: application passes (swv_progress_assist)
+	 * then step aside instead of trying it. A mutex is not fair -- an application
+	 * polling in a tight loop re-took the lock the moment it let go, before the woken
+	 * thread ran, and kept the thread (its timers, its retransmissions) waiting for
+	 * as long as the loop ran. Written by the thread only; read relaxed (a hint). */
+	_Atomic bool thread_waiting;
 	struct swv_progress_rx *rx;
 	_Atomic uint32_t seq;          /* odd during an iteration; futex word for sync */
 	_Atomic uint32_t sync_waiters; /* threads blocked in swv_progress_sync */

@@ -7,9 +7,12 @@
  * extended CQ's start_poll -- must still see RC WRITEs complete, receiving the ACKs
  * itself. And an empty poll on a context with nothing to receive makes no receive
  * system call at all (the receive-call statistic stays put), while one with work in
- * flight does.
+ * flight does. And an application polling in a tight loop does not keep the progress
+ * thread waiting for the work lock (a mutex is not fair: the poller re-took it before
+ * the woken thread ran, and the thread's timers waited as long as the loop ran).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <infiniband/swverbs.h>
 #include <infiniband/verbs.h>
@@ -288,6 +291,48 @@ static void test_inflight_then_takeover(void)
 	CHECK_EQ(atomic_load(&ipr()->sq_outstanding), 0);
 }
 
+static _Atomic bool spin_stop;
+static _Atomic uint64_t spin_epoch; /* the thread's epoch at the spinner's first pass */
+
+/* An application thread receiving in a tight loop, as a busy poller does. */
+static void *spinner(void *arg)
+{
+	struct swv_context *c = arg;
+	while (!atomic_load(&spin_stop))
+		if (swv_progress_assist(c) >= 0) {
+			atomic_store(&spin_epoch, atomic_load(&ipr()->epoch));
+			break;
+		}
+	return NULL;
+}
+
+static void test_thread_not_starved(void)
+{
+	struct swv_context *c = to_swv_ctx(ini.ctx);
+	swv_progress_release(c); /* no lease left by the tests before */
+	swv_progress_test_hold(c);
+	uint64_t e0 = atomic_load(&ipr()->epoch), start = swv_now_ns();
+	swv_progress_kick(c, swv_now_ns()); /* the thread wakes and wants the lock */
+	while (!atomic_load(&ipr()->thread_waiting)) {
+		usleep(100);
+		hang_guard(start);
+	}
+	pthread_t t;
+	atomic_store(&spin_epoch, 0);
+	atomic_store(&spin_stop, false);
+	CHECK_OK(pthread_create(&t, NULL, spinner, c));
+	usleep(1000); /* let it spin (either way: the check below does not depend on it) */
+	swv_progress_test_release(c);
+	while (!atomic_load(&spin_epoch)) {
+		usleep(100);
+		hang_guard(start);
+	}
+	atomic_store(&spin_stop, true);
+	CHECK_OK(pthread_join(t, NULL));
+	/* the poller's first pass came after the waiting thread's iteration */
+	CHECK(atomic_load(&spin_epoch) > e0);
+}
+
 int main(void)
 {
 	side_open(&ini);
@@ -321,6 +366,7 @@ int main(void)
 	test_idle_no_syscall(); /* after traffic */
 	test_inflight_then_takeover();
 	test_idle_no_syscall();
+	test_thread_not_starved();
 
 	CHECK_OK(ibv_destroy_qp(qa));
 	CHECK_OK(ibv_destroy_qp(qxa));
