@@ -933,11 +933,11 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 	return (int)nseg;
 }
 
-bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst)
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst, uint64_t *mark)
 {
 	if (!ep || !ep->shm || !dst)
 		return false;
-	return swv_shm_backlog(ep->shm, swv_shm_route(ep->shm, dst));
+	return swv_shm_backlog(ep->shm, swv_shm_route(ep->shm, dst), mark);
 }
 
 int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,

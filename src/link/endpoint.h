@@ -114,8 +114,9 @@ int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		  const struct swv_shm_direct *d, void *buf, size_t len);
 
 /* Whether dst is reached through the intra-host link and its receiver, alive, has not
- * taken every packet this endpoint sent it yet (link/shm.h, swv_shm_backlog). */
-bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst);
+ * yet taken what this endpoint had sent it when first asked (*mark, link/shm.h
+ * swv_shm_backlog). */
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst, uint64_t *mark);
 
 /* Receive up to n datagrams without blocking; each pkts[i].buf must have room for
  * SWV_EP_MAX_DGRAM bytes. Returns the number received (0 if none). Truncated

@@ -940,12 +940,18 @@ struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockadd
 
 static void ring_if_sleeping(struct swv_shm_port *sp, struct swv_shm_peer *p);
 
-bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p)
+bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p, uint64_t *mark)
 {
-	if (!sp || !p)
+	if (!sp || !p || !mark) {
+		swv_shm_put(sp, p);
 		return false;
+	}
 	pthread_mutex_lock(&p->lock);
-	bool unread = !peer_drained(p);
+	uint64_t head = atomic_load_explicit(&p->slot->head, memory_order_acquire);
+	if (!*mark)
+		*mark = p->tail;
+	/* positions only grow (64 bits): "head < mark" is the receiver short of the mark */
+	bool unread = head < *mark;
 	/* A dead receiver's ring stays unread for ever: that is the peer's death, which
 	 * the transport must see (a few system calls, at most once per ACK timeout); the
 	 * pidfd, where there is one, also tells a reused pid from the owner. */

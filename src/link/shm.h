@@ -68,10 +68,14 @@ int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct i
 		 int iovcnt, size_t seg_size, unsigned nseg);
 /* Let go of a peer swv_shm_route returned without sending to it. NULL is a no-op. */
 void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p);
-/* Whether p's receiver, alive, has not yet taken every packet we wrote to its ring (a
- * receiver that is not scheduled, or stopped): those packets are not lost, since a ring
- * loses nothing. Rings its doorbell again, should one have been lost. Lets go of p. */
-bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p);
+/* Whether p's receiver, alive, has not yet taken what we had written to its ring when
+ * the caller first asked (*mark: 0 at a first ask, which sets it to our ring position;
+ * the caller clears it when the question is over): those packets are not lost, since a
+ * ring loses nothing -- the receiver is not scheduled, or stopped. Packets written
+ * since (other QPs of the endpoint streaming) do not count, so a receiver that keeps
+ * taking is never a backlog for long. Rings its doorbell again, should one have been
+ * lost. Lets go of p. */
+bool swv_shm_backlog(struct swv_shm_port *sp, struct swv_shm_peer *p, uint64_t *mark);
 
 /* Receive side (progress work lock held). Take up to max packets from the inbox: each
  * out[i].buf points into ring memory and stays valid until swv_shm_rx_release, which

@@ -108,6 +108,7 @@ static bool retry_charge(struct swv_qp *qp, const char *why)
 		return false;
 	}
 	r->retry_left--;
+	r->backlog_mark = 0; /* what the resend puts on the ring is a new question */
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
 	r->rtt_at = 0; /* Karn: an ACK after a resend times no one transmission */
@@ -488,6 +489,8 @@ static void progress_made(struct swv_qp *qp)
 	r->cwnd_una = r->una_psn;
 	r->retry_left = qp->attr.retry_cnt;
 	r->rnr_left = qp->attr.rnr_retry;
+	r->backlog_mark = 0;
+	r->backlog_waits = 0;
 	r->implied_retry_at = 0;
 	if (r->rd_hi_valid && swv_psn_cmp(r->una_psn, r->rd_hi) >= 0)
 		r->rd_hi_valid = false; /* every READ before it completed */
@@ -1064,14 +1067,19 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 	}
 	if (r->ack_deadline && now >= r->ack_deadline) {
 		r->ack_deadline = 0;
-		if (head_wqe(qp) && (tx_blocked || (qp->ep && swv_ep_backlog(qp->ep, &qp->peer)))) {
+		bool unread = head_wqe(qp) && !tx_blocked && qp->ep &&
+			      r->backlog_waits < SWV_BACKLOG_MAX_WAITS &&
+			      swv_ep_backlog(qp->ep, &qp->peer, &r->backlog_mark);
+		r->backlog_waits += unread;
+		if (head_wqe(qp) && (tx_blocked || unread)) {
 			/* Not the peer's silence: what it has not answered could not leave
 			 * (the intra-host ring of a busy or stopped receiver), or has not been
 			 * taken off its ring yet (a receiver not scheduled: nothing is lost on a
 			 * ring), docs/responder.md "Retry rules". A retry for packets that have
 			 * not arrived must not spend retry_cnt; wait another timeout. A dead
 			 * receiver's ring is neither refused nor counted as unread (link/shm.h),
-			 * so its peer still ends in RETRY_EXC_ERR. */
+			 * and unread packets excuse a bounded number of timeouts, so its peer
+			 * still ends in RETRY_EXC_ERR. */
 			uint64_t tmo = swv_ack_timeout_ns(qp);
 			r->ack_deadline = tmo ? now + tmo : 0;
 		} else if (head_wqe(qp)) {

@@ -52,6 +52,11 @@ enum swv_wqe_state {
  * nothing, a sequence NAK or SACK map acted on, a tail-loss probe, an ACK timeout. */
 enum { SWV_REC_NONE, SWV_REC_NAK, SWV_REC_PROBE, SWV_REC_TIMEOUT, SWV_REC_KINDS };
 
+/* ACK timeouts in a row without progress that packets unread on the peer's intra-host
+ * ring may excuse (swv_req_timer): a receiver not scheduled for that long, or one whose
+ * death cannot be seen from here (another PID namespace), is then timed out as usual. */
+#define SWV_BACKLOG_MAX_WAITS 64
+
 /* Tail-loss probe delay bounds (swv_req_probe_ns). */
 #define SWV_PROBE_MIN_NS     1000000ull
 #define SWV_PROBE_MAX_NS     64000000ull /* without an ACK timeout (timeout 0) */
@@ -160,6 +165,12 @@ struct swv_req_state {
 	uint64_t n_placed_reads; /* READs read directly and completed at once (requester.c) */
 	bool read_placed; /* send_packet: the READ it sent was placed (swv_req_run completes it) */
 	uint64_t n_ud_refused_drops; /* UD datagrams completed unsent (ud_refused_since) */
+	/* ACK timeouts excused by packets unread on the peer's ring (swv_req_timer):
+	 * backlog_mark is the ring position they must be taken to (link/shm.h, 0: not
+	 * asked since the last progress or retry), backlog_waits the excuses since the
+	 * last progress (at most SWV_BACKLOG_MAX_WAITS). */
+	uint64_t backlog_mark;
+	uint32_t backlog_waits;
 	/* Where the time goes under loss (statistics, the SWVERBS_LOG=3 summary at destroy):
 	 * each interval from one progress to the next while busy, by the strongest
 	 * recovery taken in it (SWV_REC_*); rec_since is when it began, 0 = idle. */

@@ -138,9 +138,12 @@ int swv_ep_direct(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 }
 /* The model's intra-host ring: whether the peer has not taken our packets yet. */
 static bool model_backlog;
-bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst)
+static unsigned model_backlog_asks;
+bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst, uint64_t *mark)
 {
 	(void)ep, (void)dst;
+	model_backlog_asks++;
+	*mark = 1;
 	return model_backlog;
 }
 /* Never reached with GSO off; defined so the library's txrun/endpoint stay out. */
@@ -382,6 +385,35 @@ static void test_timeout_ring_unread(void)
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+
+	/* A ring that stays unread (a receiver in another PID namespace that died: its
+	 * death cannot be seen) excuses SWV_BACKLOG_MAX_WAITS timeouts, then retry_cnt
+	 * runs out as usual. */
+	setup(2, 7);
+	swv_req_run(qp);
+	qp->ep = &ep;
+	model_backlog = true;
+	model_backlog_asks = 0;
+	unsigned deadlines = 0;
+	while (qp->state == IBV_QPS_RTS && deadlines < 10 * SWV_BACKLOG_MAX_WAITS) {
+		swv_req_timer(qp, qp->req.ack_deadline);
+		deadlines++;
+	}
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(deadlines, SWV_BACKLOG_MAX_WAITS + 2 + 1);
+	CHECK_EQ(model_backlog_asks, (unsigned)SWV_BACKLOG_MAX_WAITS);
+	/* progress gives the excuses back */
+	setup(2, 7);
+	swv_req_run(qp);
+	qp->ep = &ep;
+	for (int i = 0; i < 3; i++)
+		swv_req_timer(qp, qp->req.ack_deadline);
+	CHECK_EQ(qp->req.backlog_waits, 3u);
+	respond(PSN0 + 2, 0x1f); /* WQE 0 done */
+	CHECK_EQ(qp->req.backlog_waits, 0u);
+	CHECK_EQ(qp->req.backlog_mark, 0u);
+	model_backlog = false;
 	qp->ep = NULL;
 }
 
