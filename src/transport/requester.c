@@ -387,13 +387,33 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
  * request as a duplicate or out of sequence, and placed bytes would land for a WRITE
  * that fails). Not WRITE_WITH_IMM: without a receive WQE the responder answers RNR and
  * its memory must stay untouched, which the sender cannot know beforehand. */
+/* What direct WRITEs and direct READs both need: a plain RC QP on the intra-host link
+ * without authenticated mode, psn the oldest unacknowledged and the next to send with
+ * nothing of the send queue before it, and not the send queue's first PSN. */
+static bool direct_ok(const struct swv_qp *qp, uint32_t psn)
+{
+	return qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep &&
+	       qp->ep->shm && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
+	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur;
+}
+
 static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
-	return w->opcode == IBV_WR_RDMA_WRITE && qp->type == IBV_QPT_RC &&
-	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
-	       psn == w->first_psn && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
-	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur &&
+	return w->opcode == IBV_WR_RDMA_WRITE && psn == w->first_psn && direct_ok(qp, psn) &&
 	       (w->npkts == 1 ? w->length <= qp->mtu : w->length <= PLACE_MAX_MSG);
+}
+
+/* The placement request of w towards its peer, for a direct access with this right. */
+static struct swv_shm_direct direct_desc(const struct swv_qp *qp, const struct swv_send_wqe *w,
+					 unsigned access)
+{
+	return (struct swv_shm_direct){.dqpn = qp->attr.dest_qp_num,
+				       .sqpn = qp->qpn,
+				       .rkey = w->rkey,
+				       .pkey = qp->pkey,
+				       .access = access,
+				       .va = w->remote_addr,
+				       .read = access == IBV_ACCESS_REMOTE_READ};
 }
 
 /* Copy all of multi-packet WRITE w straight into the peer's memory, with one system
@@ -415,15 +435,10 @@ static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
 		if (n <= 0)
 			return false;
 	}
-	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
-				   .sqpn = qp->qpn,
-				   .rkey = w->rkey,
-				   .pkey = qp->pkey,
-				   .access = IBV_ACCESS_REMOTE_WRITE,
-				   .va = w->remote_addr,
-				   .pmtu = qp->mtu,
-				   .iov = iov,
-				   .iovcnt = n};
+	struct swv_shm_direct d = direct_desc(qp, w, IBV_ACCESS_REMOTE_WRITE);
+	d.pmtu = qp->mtu;
+	d.iov = iov;
+	d.iovcnt = n;
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, NULL, w->length))
 		return false;
 	qp->req.n_placed++;
@@ -443,12 +458,7 @@ static bool write_placed(const struct swv_qp *qp, const struct swv_send_wqe *w, 
 static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const void *payload,
 			 uint32_t len)
 {
-	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
-				   .sqpn = qp->qpn,
-				   .rkey = w->rkey,
-				   .pkey = qp->pkey,
-				   .access = IBV_ACCESS_REMOTE_WRITE,
-				   .va = w->remote_addr};
+	struct swv_shm_direct d = direct_desc(qp, w, IBV_ACCESS_REMOTE_WRITE);
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, (void *)(uintptr_t)payload, len))
 		return false;
 	qp->req.n_placed++;
@@ -464,10 +474,12 @@ static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const 
  * zero-length READ looks at no R_Key: it takes the ring). */
 static bool direct_read_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
-	return w->npkts == 1 && w->length && w->length <= qp->mtu && qp->type == IBV_QPT_RC &&
-	       qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep && qp->ep->shm &&
-	       psn == qp->req.una_psn && psn == qp->req.sent_psn &&
-	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur;
+	return w->npkts == 1 && w->length && w->length <= qp->mtu && direct_ok(qp, psn);
+}
+
+struct swv_pd *swv_req_wqe_pd(const struct swv_qp *qp, const struct swv_send_wqe *w)
+{
+	return w->tm_op == SWV_TM_WQE_READ && qp->srq ? qp->srq->pd : qp->pd;
 }
 
 /* Read READ w's bytes straight from the peer's memory into its SGEs (at most one MTU,
@@ -475,20 +487,9 @@ static bool direct_read_ok(const struct swv_qp *qp, const struct swv_send_wqe *w
  * is undefined until it completes) and the READ takes the ring, whose responder and
  * completer then report what is wrong (a bad local SGE: the completer's LOC_PROT_ERR
  * when it scatters the response). */
-struct swv_pd *swv_req_wqe_pd(const struct swv_qp *qp, const struct swv_send_wqe *w)
-{
-	return w->tm_op == SWV_TM_WQE_READ && qp->srq ? qp->srq->pd : qp->pd;
-}
-
 static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t *buf)
 {
-	struct swv_shm_direct d = {.dqpn = qp->attr.dest_qp_num,
-				   .sqpn = qp->qpn,
-				   .rkey = w->rkey,
-				   .pkey = qp->pkey,
-				   .access = IBV_ACCESS_REMOTE_READ,
-				   .va = w->remote_addr,
-				   .read = true};
+	struct swv_shm_direct d = direct_desc(qp, w, IBV_ACCESS_REMOTE_READ);
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, buf, w->length))
 		return false;
 	return swv_mr_scatter(qp->ctx, swv_req_wqe_pd(qp, w), w->sge, w->num_sge, 0, buf,
