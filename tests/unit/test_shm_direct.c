@@ -70,6 +70,13 @@
 #define RW    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 #define LIMIT SWVT_RC_LIMIT_NS
 
+/* b's first n bytes still hold the 0x5a a scenario filled them with: nothing landed. */
+static void check_untouched(const struct swvt_rc_side *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ(b->buf[i], 0x5a);
+}
+
 /* Responder's count of WRITEs it found placed (read under the QP's lock). */
 static uint64_t resp_placed(struct swvt_rc_side *s)
 {
@@ -248,8 +255,7 @@ static void multi_refused(int how, enum ibv_wc_status want)
 	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, want);
 	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
 	CHECK_EQ(resp_placed(&b), r0);
-	for (size_t i = 0; i < b.len; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, b.len);
 	if (ro)
 		CHECK_OK(ibv_dereg_mr(ro));
 	swvt_rc_pair_close(&a, &b);
@@ -289,8 +295,7 @@ static void multi_mtu_mismatch(void)
 	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_REM_INV_REQ_ERR);
 	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0 + 1);
 	CHECK_EQ(resp_placed(&b), r0);
-	for (size_t i = 0; i < b.len; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, b.len);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   multi_mtu_mismatch\n");
 }
@@ -354,8 +359,7 @@ static void refused(int b_access, bool qp_no_write, int how, enum ibv_wc_status 
 	uint64_t d0 = swvt_rc_shm_stats(&a).direct_tx;
 	swvt_rc_post_bad(&a, &b, IBV_WR_RDMA_WRITE, how, want);
 	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
-	for (size_t i = 0; i < BUF; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, BUF);
 	swvt_rc_pair_close(&a, &b);
 }
 
@@ -609,8 +613,7 @@ static void forged_udp(void)
 	CHECK_EQ(n, n0 + 1);
 	CHECK_EQ(e, e0);
 	CHECK_EQ(resp_placed(&b), placed0);
-	for (int i = 0; i < 64; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, 64);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   forged_udp\n");
 }
@@ -652,8 +655,7 @@ static void multi_forged(void)
 	CHECK_EQ(e, e0 + 3);
 	CHECK_EQ(resp_placed(&b), p0 + 3);
 	CHECK_EQ(cntr(b.cntr), c0 + 1);
-	for (int i = 0; i < BUF; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, BUF);
 	/* a key that is not b's: the checks run, NAK, nothing counted */
 	e0 = e;
 	swvt_rc_send_forged_at(&a, &b, SWV_OP_WRITE_FIRST, e0, b.mr->rkey ^ 0x80, va, 3000, false);
@@ -674,8 +676,7 @@ static void multi_forged(void)
 	CHECK_EQ(n, n0 + 1);
 	CHECK_EQ(e, e0);
 	CHECK_EQ(resp_placed(&b), p0);
-	for (int i = 0; i < BUF; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, BUF);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   multi_forged\n");
 }
@@ -699,8 +700,7 @@ static void not_executed(void)
 	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 64, (uintptr_t)b.buf, b.mr->rkey, 0);
 	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_RETRY_EXC_ERR);
 	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, d0);
-	for (int i = 0; i < 256; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, 256);
 	swvt_rc_pair_close(&a, &b);
 
 	/* the default ACK timeout and retry count again: the 1 ms / one retry above, kept
@@ -718,8 +718,7 @@ static void not_executed(void)
 	memset(b.buf, 0x5a, 256);
 	swvt_rc_post(&a, IBV_WR_RDMA_WRITE_WITH_IMM, 0, 64, (uintptr_t)b.buf, b.mr->rkey, 7);
 	CHECK_EQ(swvt_rc_wait_wc(a.cq).status, IBV_WC_RNR_RETRY_EXC_ERR);
-	for (int i = 0; i < 256; i++)
-		CHECK_EQ(b.buf[i], 0x5a);
+	check_untouched(&b, 256);
 	swvt_rc_pair_close(&a, &b);
 	fprintf(stderr, "ok   not_executed\n");
 }
