@@ -91,6 +91,36 @@ void swvt_local_ah_attr(struct ibv_context *ctx, struct ibv_ah_attr *ah)
 	}
 }
 
+struct ibv_qp *swvt_rc_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+			     struct ibv_qp_cap cap, uint64_t send_ops)
+{
+	struct ibv_qp_init_attr_ex a = {
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = IBV_QPT_RC,
+	    .cap = cap,
+	    .comp_mask = IBV_QP_INIT_ATTR_PD | (send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0),
+	    .pd = pd,
+	    .send_ops_flags = send_ops,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &a);
+	CHECK_PTR(qp);
+	if (send_ops)
+		CHECK_PTR(ibv_qp_to_qp_ex(qp));
+	return qp;
+}
+
+struct ibv_wc swvt_poll_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	uint64_t spins = 0;
+	int n;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		CHECK(++spins < 1000000000ull);
+	CHECK_EQ(n, 1);
+	return wc;
+}
+
 void swvt_pair_to_rts(struct ibv_qp *qp, uint8_t timeout)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS,

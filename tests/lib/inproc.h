@@ -28,6 +28,14 @@ void swvt_dev_close(struct swvt_dev *d);
 struct ibv_mr *swvt_reg_buf(struct ibv_pd *pd, size_t len, int access);
 void swvt_dereg_buf(struct ibv_mr *mr);
 
+/* An RC QP of ctx in pd, both queues on cq, made by ibv_create_qp_ex with cap and,
+ * unless send_ops is 0, these extended-QP operations (ibv_qp_to_qp_ex then works);
+ * left in RESET. */
+struct ibv_qp *swvt_rc_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+			     struct ibv_qp_cap cap, uint64_t send_ops);
+/* The next completion of cq; fails the test after 10^9 empty polls. */
+struct ibv_wc swvt_poll_one(struct ibv_cq *cq);
+
 /* RESET -> INIT: port 1, local write and every remote access. */
 void swvt_pair_to_init(struct ibv_qp *qp);
 /* INIT -> RTR towards dest_qpn on this context: path MTU 1024, RQ PSN 0, 4 incoming

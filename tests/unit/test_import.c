@@ -34,30 +34,19 @@ static struct ibv_context *import_of(struct ibv_context *ctx)
 	return imp;
 }
 
+/* An RC QP of ctx in INIT: 8 WRs of one SGE each way. */
 static struct ibv_qp *mk_qp(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr_ex a = {
-	    .send_cq = cq,
-	    .recv_cq = cq,
-	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1},
-	    .comp_mask = IBV_QP_INIT_ATTR_PD,
-	    .pd = pd,
-	};
-	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &a);
-	CHECK_PTR(qp);
+	struct ibv_qp_cap cap = {
+	    .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+	struct ibv_qp *qp = swvt_rc_qp_ex(ctx, pd, cq, cap, 0);
 	swvt_pair_to_init(qp);
 	return qp;
 }
 
 static void wait_ok(struct ibv_cq *cq, enum ibv_wc_opcode op)
 {
-	struct ibv_wc wc;
-	uint64_t spins = 0;
-	int n;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		CHECK(++spins < 1000000000ull);
-	CHECK_EQ(n, 1);
+	struct ibv_wc wc = swvt_poll_one(cq);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.opcode, op);
 }

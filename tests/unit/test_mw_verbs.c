@@ -31,32 +31,14 @@
 static struct ibv_context *ctx;
 static struct ibv_cq *cq;
 
+/* An RC QP in INIT with these extended-QP operations: 16 WRs of one SGE each way. */
 static struct ibv_qp *mk_qp(struct ibv_pd *pd, uint64_t ops)
 {
-	struct ibv_qp_init_attr_ex a = {
-	    .send_cq = cq,
-	    .recv_cq = cq,
-	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1},
-	    .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-	    .pd = pd,
-	    .send_ops_flags = ops,
-	};
-	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &a);
-	CHECK_PTR(qp);
+	struct ibv_qp_cap cap = {
+	    .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1};
+	struct ibv_qp *qp = swvt_rc_qp_ex(ctx, pd, cq, cap, ops);
 	swvt_pair_to_init(qp);
 	return qp;
-}
-
-static struct ibv_wc poll_one(void)
-{
-	struct ibv_wc wc;
-	uint64_t spins = 0;
-	int n;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		CHECK(++spins < 1000000000ull);
-	CHECK_EQ(n, 1);
-	return wc;
 }
 
 static int post(struct ibv_qp *qp, struct ibv_send_wr *wr)
@@ -134,13 +116,13 @@ int main(void)
 	mb.bind_info = (struct ibv_mw_bind_info){mr, base, 4096, IBV_ACCESS_REMOTE_READ};
 	CHECK_OK(ibv_bind_mw(a, mw1, &mb));
 	CHECK_EQ(mw1->rkey, ibv_inc_rkey(k));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 1);
 	CHECK_EQ(wc.qp_num, a->qp_num);
 	/* unbind: no MR, no range */
 	mb.bind_info = (struct ibv_mw_bind_info){NULL, 0, 0, 0};
 	CHECK_OK(ibv_bind_mw(a, mw1, &mb));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW);
 
 	/* ---- ibv_post_send ---- */
@@ -202,12 +184,12 @@ int main(void)
 	w.bind_mw.bind_info = (struct ibv_mw_bind_info){
 	    mr, base, 64, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE};
 	CHECK_OK(post(c, &w));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_MW_BIND_ERR && wc.wr_id == 3 && wc.qp_num == c->qp_num);
 	/* on its own PD's QP it binds; the MR cannot go while it is bound */
 	uint32_t k2 = mw2->rkey;
 	CHECK_OK(post(a, &w));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW);
 	CHECK_EQ(mw2->rkey, ibv_inc_rkey(k2));
 	CHECK_EQ(ibv_dereg_mr(mr), EINVAL);
@@ -227,20 +209,20 @@ int main(void)
 	ww.wr.rdma.remote_addr = base;
 	ww.wr.rdma.rkey = mw2->rkey;
 	CHECK_OK(post(b, &ww));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 5);
 	CHECK(((uint8_t *)mr->addr)[15] == 0x5c);
 	memset(nobind->addr, 0x7d, 16);
 	ww.wr_id = 6;
 	CHECK_OK(post(f, &ww));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 6);
 	CHECK(((uint8_t *)mr->addr)[0] == 0x5c);
 	struct ibv_send_wr li = {
 	    .wr_id = 4, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
 	li.invalidate_rkey = mw2->rkey;
 	CHECK_OK(post(a, &li));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV && wc.wr_id == 4);
 
 	/* WRITE (to b's side of an MR with remote write), BIND_MW, LOCAL_INV in one list */
@@ -267,7 +249,7 @@ int main(void)
 	l3[2].invalidate_rkey = (mw2->rkey & ~0xffu) | (ibv_inc_rkey(mw2->rkey) & 0xffu);
 	CHECK_OK(post(a, l3));
 	for (uint64_t id = 10; id <= 12; id++) {
-		wc = poll_one();
+		wc = swvt_poll_one(cq);
 		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == id);
 	}
 	swvt_dereg_buf(rw);
@@ -287,7 +269,7 @@ int main(void)
 	swvt_dereg_buf(gone);
 	qa.qp_state = IBV_QPS_RTS;
 	CHECK_OK(ibv_modify_qp(a, &qa, IBV_QP_STATE));
-	wc = poll_one();
+	wc = swvt_poll_one(cq);
 	CHECK(wc.status == IBV_WC_MW_BIND_ERR && wc.wr_id == 20);
 
 	CHECK_OK(ibv_dealloc_mw(mw1));

@@ -74,17 +74,12 @@ static struct ibv_wc *find(struct ibv_wc *wc, int n, uint64_t wr_id)
 
 static struct ibv_qp *make_qp(uint64_t ops, uint32_t send_wr, uint32_t sge, uint32_t inl)
 {
-	struct ibv_qp_init_attr_ex a = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = send_wr, .max_recv_wr = 64, .max_send_sge = sge,
-			.max_recv_sge = 4, .max_inline_data = inl},
-		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		.pd = pd, .send_ops_flags = ops,
-	};
-	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &a);
-	CHECK_PTR(qp);
-	CHECK_PTR(ibv_qp_to_qp_ex(qp));
-	return qp;
+	struct ibv_qp_cap cap = {.max_send_wr = send_wr,
+				 .max_recv_wr = 64,
+				 .max_send_sge = sge,
+				 .max_recv_sge = 4,
+				 .max_inline_data = inl};
+	return swvt_rc_qp_ex(ctx, pd, cq, cap, ops);
 }
 
 static void post_recv(struct ibv_qp *qp, uint64_t wr_id, uint8_t *p, uint32_t len)
