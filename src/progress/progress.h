@@ -170,7 +170,7 @@ int swv_progress_settle(struct swv_context *ctx, bool release_held);
  * CPU, because the holder may be waiting for the very core the caller spins on.
  * Never call it while holding a QP or CQ lock. */
 #define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
-#define SWV_PROGRESS_LEASE_NS	 1000000ull /* a driver's lease: the thread's takeover delay */
+#define SWV_PROGRESS_LEASE_NS	 100000ull /* a driver's lease: the thread's takeover delay */
 #define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
 int swv_progress_drive(struct swv_context *ctx);
 /* The calling thread is about to block (futex, completion channel, counter fd) or
