@@ -292,7 +292,8 @@ int swv_qp_destroy(struct swv_qp *qp)
 		swv_log(
 		    SWV_LOG_DEBUG,
 		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
-		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs), %llu duplicate "
+		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs; %llu free in a round), "
+		    "%llu duplicate "
 		    "responses, %llu selective resends (%llu fell back to go-back-N), %llu READ "
 		    "re-requests, %llu SACK NAKs received, %llu holes resent; responder: "
 		    "%llu sequence NAKs sent (%llu with a SACK map, %llu SACK ACKs), %llu packets "
@@ -300,7 +301,9 @@ int swv_qp_destroy(struct swv_qp *qp)
 		    qp->qpn, (unsigned long long)qp->req.n_pkts,
 		    (unsigned long long)qp->req.n_probes, (unsigned long long)qp->req.n_retries,
 		    (unsigned long long)qp->req.n_timeouts, (unsigned long long)qp->req.n_seq_naks,
-		    (unsigned long long)qp->req.n_rnr_naks, (unsigned long long)qp->req.n_dup_resp,
+		    (unsigned long long)qp->req.n_rnr_naks,
+		    (unsigned long long)qp->req.n_round_free,
+		    (unsigned long long)qp->req.n_dup_resp,
 		    (unsigned long long)qp->req.n_sel_resends,
 		    (unsigned long long)qp->req.n_sr_fallbacks,
 		    (unsigned long long)qp->req.n_read_rereqs,

@@ -108,12 +108,39 @@ static bool retry_charge(struct swv_qp *qp, const char *why)
 		return false;
 	}
 	r->retry_left--;
+	r->round_open = true; /* see evidence_charge */
+	r->round_una = r->una_psn;
+	r->round_hi = r->sent_psn;
 	r->backlog_mark = 0; /* what the resend puts on the ring is a new question */
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	r->ack_deadline = tmo ? swv_now_ns() + tmo : 0;
 	r->rtt_at = 0; /* Karn: an ACK after a resend times no one transmission */
 	arm_probe(qp); /* in case this resend is lost too */
 	return true;
+}
+
+/* The retry that evidence of a loss at psn -- a sequence NAK, an implied NAK, the NAK
+ * of a SACK map -- spends: one per recovery round. After a charged retry from una, all
+ * the evidence the packets then in flight (below round_hi) can still bring names that
+ * same loss, however late each copy comes (past every hold-off while a lost READ or
+ * atomic response blocks the head), so until una advances it resends, as asked, but
+ * spends nothing; an ACK timeout still charges and starts a new round, which keeps a
+ * dead peer's bound. Evidence past round_hi names a PSN first sent after the retry:
+ * a new loss. As rxe's completer, which starts one retry and ignores further NAKs
+ * until a response makes progress or its timer fires. 1: a retry was spent; 0: none
+ * (inside the round); -1: retries exhausted, the QP is in ERR. */
+static int evidence_charge(struct swv_qp *qp, uint32_t psn, const char *why)
+{
+	struct swv_req_state *r = &qp->req;
+	if (r->round_open && r->una_psn == r->round_una && swv_psn_cmp(psn, r->round_hi) < 0) {
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: %s at psn %#x: inside the round from %#x to %#x, no retry",
+			qp->qpn, why, psn, r->round_una, r->round_hi);
+		r->n_round_free++;
+		r->rtt_at = 0; /* Karn: what it resends was sent before */
+		return 0;
+	}
+	return retry_charge(qp, why) ? 1 : -1;
 }
 
 static void cwnd_halve(struct swv_req_state *r)
@@ -131,6 +158,17 @@ static bool retry(struct swv_qp *qp, const char *why)
 	return true;
 }
 
+/* A go-back-N for evidence at psn: the window halves once per round. */
+static void retry_evidence(struct swv_qp *qp, uint32_t psn, const char *why)
+{
+	int c = evidence_charge(qp, psn, why);
+	if (c < 0)
+		return;
+	if (c > 0)
+		cwnd_halve(&qp->req);
+	rewind_cursor(qp);
+}
+
 /* Selective repeat for a sequence NAK at psn inside the head SEND/WRITE: the same retry
  * as a go-back-N costs, but only psn is resent (swv_req_run) and the cursor goes on.
  * The window stays: one resent packet adds no load to the path, and every reordered
@@ -139,7 +177,7 @@ static bool retry(struct swv_qp *qp, const char *why)
 static void retry_selective(struct swv_qp *qp, uint32_t psn)
 {
 	struct swv_req_state *r = &qp->req;
-	if (!retry_charge(qp, "sequence NAK, selective"))
+	if (evidence_charge(qp, psn, "sequence NAK, selective") < 0)
 		return;
 	r->sr_pending = true;
 	r->sr_active = true;
@@ -201,9 +239,12 @@ static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
  * once; a silence meanwhile is the tail-loss probe's. One lost response used to cost a
  * retry per later response and so end the connection (docs/responder.md "Retry
  * rules"). */
-/* The retry an implied NAK spends: 1 when it took one, 0 for an echo (or while an RNR
- * NAK is waited out), -1 when retries are exhausted (the QP is in ERR). */
-static int implied_charge(struct swv_qp *qp, uint32_t psn, const char *why)
+/* What an implied NAK does: 1 when it took a retry, 2 when it acts inside the round
+ * under way without one (evidence_charge), 0 for an echo (or while an RNR NAK is
+ * waited out): nothing to resend, -1 when retries are exhausted (the QP is in ERR).
+ * at is the PSN whose answer is the evidence (psn, or psn - 1 for an answer that
+ * acknowledges psn - 1). */
+static int implied_charge(struct swv_qp *qp, uint32_t psn, uint32_t at, const char *why)
 {
 	struct swv_req_state *r = &qp->req;
 	uint64_t now = swv_now_ns();
@@ -222,13 +263,16 @@ static int implied_charge(struct swv_qp *qp, uint32_t psn, const char *why)
 	r->implied_echoes = swv_psn_cmp(r->sent_psn, psn) > 0
 				    ? ((r->sent_psn - psn) & SWV_PSN_MASK) - 1
 				    : 0;
-	return retry_charge(qp, why) ? 1 : -1;
+	int c = evidence_charge(qp, at, why);
+	return c ? c : 2;
 }
 
-static void implied_nak(struct swv_qp *qp, uint32_t psn, const char *why)
+static void implied_nak(struct swv_qp *qp, uint32_t psn, uint32_t at, const char *why)
 {
-	if (implied_charge(qp, psn, why) > 0) {
-		cwnd_halve(&qp->req);
+	int c = implied_charge(qp, psn, at, why);
+	if (c > 0) {
+		if (c == 1)
+			cwnd_halve(&qp->req);
 		rewind_cursor(qp);
 	}
 }
@@ -280,7 +324,7 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
 			continue;
 		if (r->sack_q_n == SWV_MAX_UNACKED_PSNS)
 			break;
-		if (q == psn && !retry_charge(qp, "sequence NAK, SACK"))
+		if (q == psn && evidence_charge(qp, psn, "sequence NAK, SACK") < 0)
 			return;
 		r->sack_q[r->sack_q_n++] = q;
 		r->sack_tag[slot] = q | SWV_RD_SEEN;
@@ -458,9 +502,10 @@ static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char 
 {
 	struct swv_req_state *r = &qp->req;
 	struct swv_send_wqe *h = head_wqe(qp);
+	uint32_t at = nak ? psn : (psn - 1) & SWV_PSN_MASK; /* the PSN answered */
 
 	if (!h || h->opcode != IBV_WR_RDMA_READ) {
-		implied_nak(qp, psn, why);
+		implied_nak(qp, psn, at, why);
 		return;
 	}
 	if (r->rnr_until)
@@ -472,7 +517,7 @@ static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char 
 		r->rd_rereq_psn = psn;
 	if (!runs && !nak)
 		return; /* asked for already */
-	if (implied_charge(qp, psn, why) < 0)
+	if (implied_charge(qp, psn, at, why) < 0)
 		return;
 	if (runs)
 		read_rerequest(qp, from, psn, true);
@@ -492,6 +537,7 @@ static void progress_made(struct swv_qp *qp)
 	r->backlog_mark = 0;
 	r->backlog_waits = 0;
 	r->implied_retry_at = 0;
+	r->round_open = false; /* the next loss is a new one */
 	if (r->rd_hi_valid && swv_psn_cmp(r->una_psn, r->rd_hi) >= 0)
 		r->rd_hi_valid = false; /* every READ before it completed */
 	uint64_t now = swv_now_ns(), tmo = swv_ack_timeout_ns(qp);
@@ -625,7 +671,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (rr == RETIRE_ERR)
 			return;
 		if (rr == RETIRE_LOST) {
-			implied_nak(qp, psn, "lost response");
+			implied_nak(qp, psn, psn, "lost response");
 			return;
 		}
 		struct swv_send_wqe *w = head_wqe(qp);
@@ -716,7 +762,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			    !r->read_off && !swv_req_read_executed(qp, w)) {
 				/* the head READ's request was lost: it alone again (the
 				 * responder kept what followed, see read_request_again) */
-				if (retry_charge(qp, "sequence NAK, READ request"))
+				if (evidence_charge(qp, psn, "sequence NAK, READ request") >= 0)
 					(void)read_request_again(qp, psn);
 				return;
 			}
@@ -732,7 +778,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 				}
 				r->sr_gbn_left--; /* the peer drops past a gap (selective_answer) */
 			}
-			retry(qp, "sequence NAK");
+			retry_evidence(qp, psn, "sequence NAK");
 			return;
 		}
 		/* Invalid request / remote access / remote operational error: the WQE
@@ -838,7 +884,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		return;
 	struct swv_send_wqe *h = head_wqe(qp);
 	if (rr == RETIRE_LOST && h->opcode != IBV_WR_RDMA_READ) {
-		implied_nak(qp, psn, "lost response"); /* an atomic's: go back N */
+		implied_nak(qp, psn, psn, "lost response"); /* an atomic's: go back N */
 		return;
 	}
 	struct swv_send_wqe *w = h ? wqe_of_psn(qp, psn) : NULL;
@@ -851,7 +897,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 		if (w == h)
 			comp_head(qp, IBV_WC_FATAL_ERR);
 		else if (rr == RETIRE_LOST)
-			implied_nak(qp, psn, "lost response");
+			implied_nak(qp, psn, psn, "lost response");
 		else
 			r->n_dup_resp++;
 		return;
@@ -1043,6 +1089,8 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 			r->n_probes++;
 			rec_mark(r, SWV_REC_PROBE);
 			r->rtt_at = 0;
+			if (r->round_open && r->una_psn == r->round_una)
+				r->round_hi = r->sent_psn; /* what it resends joins the round */
 			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0 &&
 			    !r->sr_gbn_left) {
 				/* the head is a SEND/WRITE: resend its oldest unacknowledged

@@ -99,6 +99,12 @@ struct swv_req_state {
 	 * progress: the echoes of one loss must not spend more retries (completer.c) */
 	uint64_t implied_retry_at;
 	uint32_t implied_echoes; /* responses still to be taken as its echoes */
+	/* The recovery round under way (completer.c): a charged retry from una_psn ==
+	 * round_una; later evidence of loss for a PSN below round_hi (sent by then, or by
+	 * a tail-loss probe since) is the same loss again and spends no retry. Ended by
+	 * progress; an ACK timeout starts the next one. */
+	bool round_open;
+	uint32_t round_una, round_hi;
 	/* Round trip: one PSN timed at a time, from its first transmission to the ACK
 	 * that covers it; a retry in between voids the sample (which copy was answered?) */
 	uint32_t rtt_psn;
@@ -161,6 +167,7 @@ struct swv_req_state {
 	uint64_t n_sel_resends, n_sr_fallbacks, n_read_rereqs;
 	uint64_t n_sack_naks;	 /* sequence NAKs with a SACK map acted on */
 	uint64_t n_holes_resent; /* packets resent because a SACK map named them missing */
+	uint64_t n_round_free;	 /* loss evidence acted on inside a round, no retry spent */
 	uint64_t n_placed; /* WRITE payloads placed directly (link/shm.h, swv_shm_direct) */
 	uint64_t n_placed_reads; /* READs read directly and completed at once (requester.c) */
 	bool read_placed; /* send_packet: the READ it sent was placed (swv_req_run completes it) */

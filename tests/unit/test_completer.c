@@ -910,8 +910,9 @@ static void test_selective_fallback(void)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 }
 
-/* A selective resend costs the retry a go-back-N costs: NAKs for the same PSN with no
- * progress between them (resend lost each time) exhaust retry_cnt. */
+/* A selective resend costs the retry a go-back-N costs. A NAK for the same PSN past
+ * the copy hold-off (the resend was lost) resends it again inside the same recovery
+ * round, for no retry; with no progress the ACK timeout then exhausts retry_cnt. */
 static void test_selective_retry_count(void)
 {
 	setup(1, 7);
@@ -920,7 +921,12 @@ static void test_selective_retry_count(void)
 	CHECK_EQ(qp->req.retry_left, 0);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	qp->req.seq_nak_at -= 1000000000ull; /* past the copy hold-off: asked again */
+	int sent = ntx;
 	respond(PSN0 + 4, 0x60);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(ntx, sent + 1);
+	CHECK_EQ(tx_psn[sent], PSN0 + 4);
+	swv_req_timer(qp, qp->req.ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 2);
 	CHECK_EQ(comps[1].wc.wr_id, 101u);
@@ -1267,8 +1273,9 @@ static void test_sack_update(void)
 }
 
 /* After the hold-off, a NAK with a map for the same PSN is the responder asking again
- * (the resends were lost): every hole goes out again, for a retry; with retries
- * exhausted the head fails as with plain NAKs. */
+ * (the resends were lost): every hole goes out again, inside the same recovery round
+ * (no retry); with retries exhausted the ACK timeout fails the head as with plain
+ * NAKs. */
 static void test_sack_again(void)
 {
 	setup(1, 7);
@@ -1283,7 +1290,11 @@ static void test_sack_again(void)
 	for (uint32_t i = 0; i < SWV_MAX_UNACKED_PSNS; i++)
 		qp->req.sack_us[i] -= 1000000u;
 	respond_sack(PSN0 + 4, 0x60, 4, held, 1);
-	CHECK_EQ(ntx, sent);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(count_tx(PSN0 + 4), 3);
+	CHECK_EQ(count_tx(PSN0 + 5), 3);
+	CHECK_EQ(ntx, sent + 2);
+	swv_req_timer(qp, qp->req.ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(comps[ncomps - 1].wc.status, IBV_WC_RETRY_EXC_ERR);
 }
@@ -1366,6 +1377,91 @@ static void test_sack_wrap(void)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 }
 
+/* Ages every hold-off the completer keeps (implied NAK, copy of a sequence NAK, SACK
+ * hole), as if the next answer arrived long after them. */
+static void past_holdoffs(void)
+{
+	struct swv_req_state *r = &qp->req;
+	if (r->implied_retry_at)
+		r->implied_retry_at -= 1000000000ull;
+	r->implied_echoes = 0;
+	r->seq_nak_at -= 1000000000ull;
+	for (uint32_t i = 0; i < SWV_MAX_UNACKED_PSNS; i++)
+		r->sack_us[i] -= 1000000u;
+}
+
+/* One loss costs one retry however late its other evidence comes: the head atomic's
+ * response is lost, and the ACKs and sequence NAKs of the burst sent behind it arrive
+ * each past every hold-off, with no progress between them. Each used to spend a retry
+ * of its own, so retry_cnt 3 ended the connection within milliseconds (issue 10, the
+ * CI failure of mp-udp/test_rc_fault). The same with the head READ's responses lost
+ * and sequence NAKs past it. */
+static void test_one_loss_one_retry(void)
+{
+	setup(3, 7);
+	qp->attr.max_rd_atomic = 4;
+	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+	w->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD; /* PSN0, then WRITEs +1..+9 */
+	w->length = 8;
+	w->sge[0].length = 8;
+	swv_req_run(qp);
+	respond(PSN0 + 3, 0x1f); /* WRITE 1 executed: the atomic's response was lost */
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(count_tx(PSN0), 2);
+	past_holdoffs();
+	respond(PSN0 + 4, 0x1f);
+	past_holdoffs();
+	respond(PSN0 + 6, 0x1f);
+	past_holdoffs();
+	respond(PSN0 + 9, 0x60);
+	past_holdoffs();
+	respond(PSN0 + 9, 0x1f); /* the last PSN sent before the retry */
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(ncomps, 0);
+	/* a resend lost too is the tail-loss probe's, for no retry either */
+	int sent = count_tx(PSN0);
+	swv_req_timer(qp, qp->req.probe_at);
+	CHECK_EQ(count_tx(PSN0), sent + 1);
+	CHECK_EQ(qp->req.retry_left, 2);
+	/* an answer for a PSN first sent after the round began is a new loss (the
+	 * responder executed the resent atomic): that costs a retry */
+	post_write(); /* +10..+12 */
+	swv_req_run(qp);
+	CHECK_EQ(count_tx(PSN0 + 12), 1);
+	past_holdoffs();
+	respond(PSN0 + 12, 0x1f);
+	CHECK_EQ(qp->req.retry_left, 1);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	atomic_ack(PSN0, 5); /* the resend's answer: progress */
+	CHECK_EQ(ncomps, 1);
+	CHECK_EQ(qp->req.retry_left, 3);
+	respond(PSN0 + 12, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE + 1);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+
+	setup(3, 7);
+	make_reads(1); /* READ PSN0..+3, then three 3-packet WRITEs +4..+12 */
+	swv_req_run(qp);
+	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
+	read_responses(PSN0, 3, 4); /* +1, +2 lost */
+	CHECK_EQ(qp->req.retry_left, 2);
+	const uint32_t naks[] = {PSN0 + 6, PSN0 + 9, PSN0 + 11, PSN0 + 12};
+	for (unsigned i = 0; i < SWV_ARRAY_SIZE(naks); i++) {
+		past_holdoffs();
+		respond(naks[i], 0x60);
+	}
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	CHECK_EQ(qp->req.retry_left, 2);
+	read_responses(PSN0, 1, 3);
+	CHECK_EQ(ncomps, 3); /* the READ, and the WRITEs the NAKs answered */
+	respond(PSN0 + 12, 0x1f);
+	CHECK_EQ(ncomps, (int)NWQE);
+	for (int i = 0; i < ncomps; i++)
+		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
+}
+
 /* The timing statistics of the SWVERBS_LOG=3 summary: each interval from one progress
  * to the next is counted under the strongest recovery taken in it -- nothing, a sequence
  * NAK, a tail-loss probe, an ACK timeout -- and an idle QP counts no interval. */
@@ -1439,6 +1535,7 @@ int main(void)
 	test_sack_bad_map();
 	test_sack_wrap();
 	test_recovery_timing();
+	test_one_loss_one_retry();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
