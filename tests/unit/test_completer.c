@@ -1462,6 +1462,52 @@ static void test_one_loss_one_retry(void)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 }
 
+/* A peer that answers every resend with the same sequence NAK (its expected PSN never
+ * matches what arrives), with tail-loss probes in between: every NAK inside the round
+ * resends for free, but none renews the ACK timeout, so the QP still ends in
+ * RETRY_EXC_ERR after retry_cnt + 1 charged retries (the first NAK, then a timeout
+ * each), with no progress. */
+static void test_nak_forever_bounded(void)
+{
+	for (int kind = 0; kind < 3; kind++) {
+		setup(3, 7);
+		if (kind == 1) {
+			qp->attr.max_rd_atomic = 4;
+			struct swv_send_wqe *w = swv_wq_slot(&qp->sq, 0);
+			w->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+			w->length = 8;
+			w->sge[0].length = 8;
+		} else if (kind == 2) {
+			make_reads(1);
+		}
+		swv_req_run(qp);
+		uint32_t nak = kind == 0 ? PSN0 + 4 : kind == 1 ? PSN0 + 2 : PSN0;
+		respond(nak, 0x60);
+		CHECK_EQ(qp->req.retry_left, 2);
+		int timeouts = 0;
+		while (qp->state == IBV_QPS_RTS && timeouts < 10) {
+			uint64_t dl = qp->req.ack_deadline;
+			CHECK(dl != 0);
+			for (int i = 0; i < 20; i++) {
+				past_holdoffs();
+				int sent = ntx;
+				respond(nak, 0x60);
+				CHECK(ntx > sent || kind == 1); /* resent, as asked */
+				CHECK_EQ(qp->req.ack_deadline,
+					 dl); /* a free resend renews nothing */
+				if (qp->req.probe_at && qp->req.probe_at < dl)
+					swv_req_timer(qp, qp->req.probe_at);
+				CHECK_EQ(qp->req.ack_deadline, dl);
+			}
+			swv_req_timer(qp, dl);
+			timeouts++;
+		}
+		CHECK_EQ(timeouts, 3);
+		CHECK_EQ(qp->state, IBV_QPS_ERR);
+		CHECK_EQ(comps[ncomps - 1].wc.status, IBV_WC_RETRY_EXC_ERR);
+	}
+}
+
 /* The timing statistics of the SWVERBS_LOG=3 summary: each interval from one progress
  * to the next is counted under the strongest recovery taken in it -- nothing, a sequence
  * NAK, a tail-loss probe, an ACK timeout -- and an idle QP counts no interval. */
@@ -1536,6 +1582,7 @@ int main(void)
 	test_sack_wrap();
 	test_recovery_timing();
 	test_one_loss_one_retry();
+	test_nak_forever_bounded();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
