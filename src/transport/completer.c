@@ -699,6 +699,10 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		if (swv_psn_cmp(psn, r->una_psn) > 0)
 			r->una_psn = psn;
 		rewind_cursor(qp);
+		/* the wait ends in a new transmission of everything from una: loss evidence
+		 * after it is a new loss, or RNR and sequence NAKs taking turns at one PSN
+		 * would never spend retry_cnt (the RNR NAK stops the ACK timeout) */
+		r->round_open = false;
 		r->rnr_psn = psn;
 		r->rnr_until = swv_now_ns() + (uint64_t)rnr_us[syn & 0x1f] * 1000;
 		r->ack_deadline = 0; /* no ACK timeout while waiting out the RNR delay */

@@ -1508,6 +1508,34 @@ static void test_nak_forever_bounded(void)
 	}
 }
 
+/* An RNR NAK ends the recovery round: what the wait resends from una is a new
+ * transmission, so a sequence NAK after it is a new loss. A peer that takes turns with
+ * an RNR NAK and a sequence NAK at the same PSN (rnr_retry 7: RNR NAKs are free) still
+ * ends in RETRY_EXC_ERR after retry_cnt + 1 sequence NAKs; the RNR NAK stops the ACK
+ * timeout, so nothing else would end it. */
+static void test_rnr_ends_round(void)
+{
+	setup(3, 7);
+	swv_req_run(qp);
+	respond(PSN0 + 4, 0x60); /* WQE 0 done; a retry from +4 opens a round */
+	CHECK_EQ(qp->req.retry_left, 2);
+	int cycles = 0;
+	while (qp->state == IBV_QPS_RTS && cycles < 10) {
+		past_holdoffs();
+		respond(PSN0 + 4, 0x20 | 1); /* +4 found no receive WQE */
+		CHECK_EQ(qp->req.ack_deadline, 0u);
+		respond(PSN0 + 4, 0x60); /* a late copy while waiting: the wait's */
+		swv_req_timer(qp, qp->req.rnr_until);
+		CHECK_EQ(count_tx(PSN0 + 4), 3 + 2 * cycles);
+		past_holdoffs();
+		respond(PSN0 + 4, 0x60); /* the resend of +4 was lost, +5 arrived */
+		cycles++;
+	}
+	CHECK_EQ(cycles, 3);
+	CHECK_EQ(qp->state, IBV_QPS_ERR);
+	CHECK_EQ(comps[ncomps - 1].wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
 /* The timing statistics of the SWVERBS_LOG=3 summary: each interval from one progress
  * to the next is counted under the strongest recovery taken in it -- nothing, a sequence
  * NAK, a tail-loss probe, an ACK timeout -- and an idle QP counts no interval. */
@@ -1583,6 +1611,7 @@ int main(void)
 	test_recovery_timing();
 	test_one_loss_one_retry();
 	test_nak_forever_bounded();
+	test_rnr_ends_round();
 	if (qp)
 		free(qp->sq.buf);
 	free(qp);
