@@ -336,7 +336,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 	if (pkt->atm_va & 7) /* misaligned atomic: invalid request, not an access error */
 		return SWV_RESP_ERR_INV_REQ;
 	rc = swv_mr_remote_atomic(qp->ctx, qp->pd, qp->qpn, pkt->atm_rkey, pkt->atm_va,
-				  (cls & SWV_RQ_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp,
+				  (cls & SWV_OPF_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp,
 				  &orig);
 	if (rc == EINVAL)
 		return SWV_RESP_ERR_INV_REQ;
