@@ -9,6 +9,7 @@
 
 #include "core/ah.h"
 #include "core/context.h"
+#include "core/limits.h"
 #include "core/qp.h"
 #include "core/qp_ex.h"
 #include "core/comp_cntr.h"

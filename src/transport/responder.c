@@ -9,6 +9,7 @@
  * Nothing is written to memory before every check that can refuse the packet passed,
  * and all memory access goes through core/mr.h.
  */
+#include "core/limits.h"
 #include "transport/responder.h"
 
 #include <errno.h>
@@ -461,7 +462,7 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	if (!swv_resp_paylen_ok(cls, paylen, mtu))
 		return SWV_RESP_ERR_INV_REQ;
 	if (cls & SWV_OPF_FIRST) {
-		if (pkt->reth_len > SWV_RESP_MAX_MSG)
+		if (pkt->reth_len > SWV_MAX_MSG_SIZE)
 			return SWV_RESP_ERR_INV_REQ;
 		s->write_va = pkt->reth_va;
 		s->write_rkey = pkt->reth_rkey;

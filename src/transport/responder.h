@@ -15,13 +15,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "transport/flowctl.h"
 
 struct swv_qp;
 struct swv_pkt;
 struct swv_recv_wqe;
-
-#define SWV_MAX_RD_ATOMIC 16 /* max_qp_rd_atom / max_dest_rd_atomic limit (power of two) */
 
 /* Saved READ/atomic request for replay of duplicates (one slot of the ring). */
 struct swv_resp_res {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/completion.h"
+#include "core/limits.h"
 #include "transport/opcode.h"
 #include "transport/responder.h"
 
@@ -45,7 +46,6 @@ enum swv_resp_seq {
 #define SWV_AETH_NAK_ACCESS 0x62
 #define SWV_AETH_NAK_OP     0x63
 
-#define SWV_RESP_MAX_MSG (1u << 31) /* RETH DMA length limit */
 /* Held responses (swv_resp_state.tx_retry_at): the first retry after this, doubling */
 #define SWV_RESP_HOLD_MIN_NS 8000ull
 #define SWV_RESP_HOLD_MAX_NS 1000000ull

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/completion.h"
+#include "core/limits.h"
 #include "core/mr.h"
 #include "core/qp.h"
 #include "link/endpoint.h"
@@ -184,7 +185,7 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	/* rxe only refuses when no resources exist at all; beyond that the ring recycles */
 	if (qp->attr.max_dest_rd_atomic == 0)
 		return SWV_RESP_ERR_INV_REQ;
-	if (pkt->reth_len > SWV_RESP_MAX_MSG || pkt->paylen)
+	if (pkt->reth_len > SWV_MAX_MSG_SIZE || pkt->paylen)
 		return SWV_RESP_ERR_INV_REQ;
 	/* zero-length READs do not look at the R_Key */
 	if (pkt->reth_len &&
