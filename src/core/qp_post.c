@@ -54,8 +54,8 @@ static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64
 {
 	const struct swv_wr_opcode_info *op = swv_wr_opcode(wr->opcode);
 
-	/* An XRC INI QP is an RC QP inside, but posts only what XRC_INI_OPS (core/qp_ex.c)
-	 * lets it ask for: the table's IBV_QPT_XRC_SEND column. */
+	/* An XRC INI QP is an RC QP inside, but posts only what XRC has opcodes for: the
+	 * table's IBV_QPT_XRC_SEND column (what the ibv_wr_* builder offers it too). */
 	if (!swv_wr_opcode_allowed(qp->xrc == SWV_XRC_INI ? IBV_QPT_XRC_SEND : qp->type,
 				   wr->opcode))
 		return EINVAL;

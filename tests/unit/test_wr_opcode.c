@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "core/qp_ex.h"
 #include "transport/wr_opcode.h"
 
 enum { RC = 1, UC = 2, UD = 4, XI = 8 };
@@ -98,6 +99,27 @@ int main(void)
 		CHECK_EQ(swv_wr_opcode(op)->slot, SWV_CNTR_SEND);
 	}
 	CHECK(swv_wr_opcode(0xffffffffu)->name == NULL);
+
+	/* The builder's send_ops_flags per QP type, written out again. */
+	const uint64_t rc_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
+				IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |
+				IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH;
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_RC), rc_ops);
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_UC),
+		 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
+		     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV |
+		     IBV_QP_EX_WITH_BIND_MW);
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_UD),
+		 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM);
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_XRC_SEND),
+		 rc_ops & ~(uint64_t)(IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW |
+				      IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE |
+				      IBV_QP_EX_WITH_FLUSH));
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_XRC_RECV), 0);
+	CHECK_EQ(swv_qp_ex_supported_ops(IBV_QPT_RAW_PACKET), 0);
 	printf("test_wr_opcode: OK\n");
 	return 0;
 }
