@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"
+#include "core/limits.h"
 #include "core/pd.h"
 #include "util/clock.h"
 #include "util/compiler.h"

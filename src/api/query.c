@@ -12,9 +12,8 @@
 #include <string.h>
 
 #include "core/context.h"
-#include "core/srq.h"
+#include "core/limits.h"
 #include "core/cq_ex.h"
-#include "transport/responder.h"
 #include "util/compiler.h"
 
 static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_attr *a)
@@ -29,7 +28,7 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->vendor_part_id = SWV_DEV_VENDOR_PART;
 	a->hw_ver = 1;
 	a->max_qp = SWV_MAX_QP;
-	a->max_qp_wr = SWV_DEV_MAX_QP_WR;
+	a->max_qp_wr = SWV_QP_MAX_WR;
 	/* Only what the transport really does: RNR NAKs, a system image GUID, and AV port
 	 * numbers checked (swv_av_resolve rejects port_num != 1). */
 	a->device_cap_flags =
@@ -41,8 +40,8 @@ static void fill_device_attr(const struct swv_context *ctx, struct ibv_device_at
 	a->max_srq = SWV_MAX_SRQ;
 	a->max_srq_wr = SWV_SRQ_MAX_WR;
 	a->max_srq_sge = SWV_SRQ_MAX_SGE;
-	a->max_sge = SWV_DEV_MAX_SGE;
-	a->max_sge_rd = SWV_DEV_MAX_SGE;
+	a->max_sge = SWV_QP_MAX_SGE;
+	a->max_sge_rd = SWV_QP_MAX_SGE;
 	a->max_cq = SWV_DEV_MAX_CQ;
 	a->max_cqe = SWV_DEV_MAX_CQE;
 	a->max_mr = SWV_DEV_MAX_MR;
@@ -162,7 +161,7 @@ static void fill_port_attr(const struct swv_context *ctx, struct ibv_port_attr *
 	a->active_mtu = mtu_enum(cfg->mtu_bytes);
 	a->gid_tbl_len = SWV_GID_TBL_LEN;
 	a->port_cap_flags = IBV_PORT_SYS_IMAGE_GUID_SUP | (ib ? 0 : IBV_PORT_IP_BASED_GIDS);
-	a->max_msg_sz = SWV_DEV_MAX_MSG_SZ;
+	a->max_msg_sz = SWV_MAX_MSG_SIZE;
 	a->pkey_tbl_len = cfg->npkeys;
 	a->bad_pkey_cntr = atomic_load_explicit(&ctx->bad_pkey_cntr, memory_order_relaxed);
 	/* IB: the IP subnet is the IB subnet, LID = host part; the device acts as its own

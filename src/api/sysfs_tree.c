@@ -42,6 +42,7 @@
 
 #include "api/sysfs_tree.h"
 #include "core/device.h"
+#include "core/limits.h"
 #include "net/addr.h"
 #include "util/compiler.h"
 #include "util/user_dir.h"

@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"
+#include "core/limits.h"
 #include "core/mcast.h"
 #include "core/dm.h"
 #include "core/mr.h"

@@ -14,6 +14,7 @@
 
 #include "core/async.h"
 #include "core/device.h"
+#include "core/limits.h"
 #include "core/mcast.h"
 #include "core/mr.h"
 #include "net/addr.h"
@@ -37,9 +38,6 @@ struct swv_qp_port {
 	unsigned next;            /* under qp_lock: next slot to try, so QPNs are not reused at once */
 	struct swv_fault *fault;  /* this socket's injector (NULL = off); owned here */
 };
-
-#define SWV_MAX_QP_PORTS 64 /* 64 sockets x 256 slots = 16384 QPs per context */
-#define SWV_MAX_QP       (SWV_MAX_QP_PORTS * SWV_QPN_SLOTS)
 
 /*
  * Import (ibv_import_device). A context opened by ibv_open_device is a primary: it

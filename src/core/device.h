@@ -24,16 +24,7 @@ struct swv_device {
 	uint64_t guid;                    /* host order */
 };
 
-/*
- * Limits ibv_query_device advertises. The module owning each object enforces its
- * limit (QP caps: qp; CQ size: cq; MR count: mr table).
- */
-#define SWV_DEV_MAX_QP_WR    16384
-#define SWV_DEV_MAX_SGE      32
-#define SWV_DEV_MAX_CQ       65536
-#define SWV_DEV_MAX_CQE      (1 << 20)
-#define SWV_DEV_MAX_MR       65535          /* 16-bit key index, index 0 unused */
-#define SWV_DEV_MAX_MR_SIZE  (1ull << 46)   /* a user-space VA range can never exceed it */
+/* The limits ibv_query_device advertises are in core/limits.h. */
 /* Where user space ends, for the implicit ODP MR (core/mr.c): x86-64 user addresses
  * are below 2^47 (with 5-level paging only for mappings asked for above), and an
  * access above it is out of the MR's bounds -- a non-canonical address would raise a
@@ -43,13 +34,8 @@ struct swv_device {
 #else
 #define SWV_USER_VA_LIMIT (1ull << 48)
 #endif
-#define SWV_DEV_MAX_PD       65536
-#define SWV_DEV_MAX_DM_SIZE  (1ull << 20) /* device memory per context (core/dm.h) */
-#define SWV_DEV_MAX_AH       65536
-#define SWV_DEV_MAX_MSG_SZ   (1u << 31)
 #define SWV_DEV_VENDOR_ID    0xffffff       /* rxe's "no vendor": claims nobody's hardware */
 #define SWV_DEV_VENDOR_PART  0x5357         /* "SW" */
-#define SWV_GID_TBL_LEN      2              /* [0] = the device GID, [1] empty */
 
 _Static_assert(sizeof(struct ibv_device) == 664, "ibv_device layout");
 

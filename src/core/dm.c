@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/dm.h"
+#include "core/limits.h"
 #include "core/memsafe.h"
 #include "core/mr.h"
 #include "core/pd.h"

@@ -6,8 +6,8 @@
  * the registered range) that RDMA operations use like any other. swverbs' device
  * memory is pages the library maps for itself, outside anything the application
  * allocated, so the application touches it only through these calls. Up to
- * SWV_DEV_MAX_DM_SIZE bytes per context (max_dm_size). As mlx5's, copies take offsets
- * and lengths in whole 4-byte words.
+ * SWV_DEV_MAX_DM_SIZE bytes per context (max_dm_size, core/limits.h). As mlx5's, copies take
+ * offsets and lengths in whole 4-byte words.
  */
 #ifndef SWV_CORE_DM_H
 #define SWV_CORE_DM_H

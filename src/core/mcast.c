@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/limits.h"
 #include "core/mcast.h"
 #include "core/qp.h"
 #include "net/addr.h"

@@ -20,16 +20,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "link/endpoint.h"
 
 struct swv_context;
 struct swv_qp;
 struct swv_pkt;
-
-/* Limits, reported by ibv_query_device (max_mcast_grp, max_mcast_qp_attach,
- * max_total_mcast_qp_attach). */
-#define SWV_MCAST_MAX_GRP	64
-#define SWV_MCAST_MAX_QP_ATTACH 56
 
 struct swv_mcast_grp {
 	struct swv_endpoint ep; /* first: the progress thread finds the group from it */

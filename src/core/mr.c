@@ -19,6 +19,7 @@
 
 #include "core/context.h"
 #include "core/device.h"
+#include "core/limits.h"
 #include "core/memsafe.h"
 #include "core/mr.h"
 #include "core/pd.h"

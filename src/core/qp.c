@@ -11,6 +11,7 @@
 #include "core/comp_cntr.h"
 #include "core/completion.h"
 #include "core/context.h"
+#include "core/limits.h"
 #include "core/mr.h"
 #include "core/cq.h"
 #include "core/pd.h"

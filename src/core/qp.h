@@ -275,12 +275,6 @@ bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
 int swv_qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
 		      int mask);
 
-/* Caps limits promised by ibv_create_qp. */
-#define SWV_QP_MAX_WR     16384
-#define SWV_QP_MAX_SGE    32
-#define SWV_QP_MAX_INLINE 256
-#define SWV_MAX_MSG_SIZE  (1u << 31)
-
 /* Arm/cancel the QP timer (qp->lock held): updates timer_deadline and kicks the
  * progress thread if it would sleep past it. */
 void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);

@@ -17,28 +17,12 @@
 
 #include "core/qp.h"
 #include "core/qp_ex.h"
+#include "transport/wr_opcode.h"
 #include "util/compiler.h"
 
 /* rdma-core's verbs_qp: the comp_mask follows the (rdma-core 65, 360-byte) ibv_qp_ex. */
 _Static_assert(offsetof(struct swv_qp, verbs_comp_mask) == 360, "verbs_qp.comp_mask offset");
 _Static_assert(offsetof(struct swv_qp, qpx) == 0, "ibv_qp_ex first");
-
-#define RC_OPS                                                                                     \
-	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
-	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                           \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
-	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |        \
-	 IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
-#define UC_OPS                                                                                     \
-	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
-	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
-#define UD_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
-/* XRC INI: RC's remote operations without ATOMIC_WRITE and FLUSH (XRC has no opcodes for
- * them) and without the memory-window ops and SEND_WITH_INV (not built for XRC). */
-#define XRC_INI_OPS                                                                                \
-	(RC_OPS &                                                                                  \
-	 ~(IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |      \
-	   IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH))
 
 #define GROW_FIRST 16 /* entries staged before the first growth */
 
@@ -94,20 +78,16 @@ static void fail(struct swv_wr_batch *b, int err)
 	b->cur_valid = false;
 }
 
+/* What the ibv_wr_* builder offers a QP type: the send WRs it may post
+ * (transport/wr_opcode.c; an XRC INI QP is IBV_QPT_XRC_SEND there). */
 uint64_t swv_qp_ex_supported_ops(enum ibv_qp_type type)
 {
-	switch (type) {
-	case IBV_QPT_RC:
-		return RC_OPS;
-	case IBV_QPT_XRC_SEND:
-		return XRC_INI_OPS;
-	case IBV_QPT_UC:
-		return UC_OPS;
-	case IBV_QPT_UD:
-		return UD_OPS;
-	default:
-		return 0;
-	}
+	uint64_t ops = 0;
+
+	for (uint32_t op = 0; op < SWV_WR_OPCODES; op++)
+		if (swv_wr_opcode_allowed(type, op))
+			ops |= swv_wr_opcode(op)->qp_ex_op;
+	return ops;
 }
 
 int swv_qp_ex_check_ops(enum ibv_qp_type type, uint64_t send_ops_flags)

@@ -9,6 +9,7 @@
 
 #include "core/ah.h"
 #include "core/context.h"
+#include "core/limits.h"
 #include "core/qp.h"
 #include "core/qp_ex.h"
 #include "core/comp_cntr.h"
@@ -17,40 +18,9 @@
 #include "link/endpoint.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
+#include "transport/wr_opcode.h"
 
 #define KNOWN_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
-
-/* Opcodes each transport performs (roce-wire.md 2.2): UD only SENDs, UC adds RDMA WRITE,
- * RC adds READ and atomics. Anything else is EINVAL at post, as the kernel's rxe says
- * "bad wr opcode for qp type". */
-static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_SEND:
-	case IBV_WR_SEND_WITH_IMM:
-		return true;
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	/* local operations on a connected QP (rxe: RC and UC) */
-	case IBV_WR_BIND_MW:
-	case IBV_WR_LOCAL_INV:
-		return type == IBV_QPT_RC || type == IBV_QPT_UC;
-	case IBV_WR_SEND_WITH_INV: /* the wire has RC SEND_*_WITH_INVALIDATE only */
-	case IBV_WR_ATOMIC_WRITE:
-	case IBV_WR_FLUSH:
-	case IBV_WR_RDMA_READ:
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IBV_QPT_RC;
-	default:
-		return false;
-	}
-}
-
-static bool is_local_op(enum ibv_wr_opcode op)
-{
-	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
-}
 
 /* ATOMIC_WRITE and FLUSH come only from the ibv_wr_* builder (qp_ex.c), as in
  * rdma-core, where ibv_send_wr has no fields for their value or placement; the builder
@@ -82,15 +52,12 @@ static int check_ibta15_wr(const struct ibv_send_wr *wr, bool builder, uint64_t 
 static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64_t *len_out,
 			 bool type1_bind, bool builder)
 {
-	if (!opcode_ok(qp->type, wr->opcode))
-		return EINVAL;
-	/* An XRC INI QP is an RC QP inside, but does only what XRC_INI_OPS (core/qp_ex.c)
-	 * lets it ask for: no ATOMIC_WRITE or FLUSH (XRC has no opcode for them), no
-	 * memory-window ops or SEND_WITH_INV. */
-	if (qp->xrc == SWV_XRC_INI &&
-	    (wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH ||
-	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV ||
-	     wr->opcode == IBV_WR_SEND_WITH_INV))
+	const struct swv_wr_opcode_info *op = swv_wr_opcode(wr->opcode);
+
+	/* An XRC INI QP is an RC QP inside, but posts only what XRC has opcodes for: the
+	 * table's IBV_QPT_XRC_SEND column (what the ibv_wr_* builder offers it too). */
+	if (!swv_wr_opcode_allowed(qp->xrc == SWV_XRC_INI ? IBV_QPT_XRC_SEND : qp->type,
+				   wr->opcode))
 		return EINVAL;
 	/* An XRC TGT QP has no send queue; an INI QP's SRQ number has 24 bits (XRCETH). */
 	if (qp->xrc == SWV_XRC_TGT ||
@@ -98,9 +65,9 @@ static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64
 		return EINVAL;
 	if (wr->send_flags & ~(unsigned)KNOWN_SEND_FLAGS)
 		return EINVAL;
-	if (wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH)
+	if (op->flags & SWV_WRF_BUILDER)
 		return check_ibta15_wr(wr, builder, len_out);
-	if (is_local_op(wr->opcode)) {
+	if (op->flags & SWV_WRF_LOCAL) {
 		if (wr->opcode == IBV_WR_BIND_MW) {
 			const struct ibv_mw *mw = wr->bind_mw.mw;
 			const struct ibv_mr *mr = wr->bind_mw.bind_info.mr;
@@ -125,14 +92,12 @@ static int check_send_wr(struct swv_qp *qp, const struct ibv_send_wr *wr, uint64
 	if (len > SWV_MAX_MSG_SIZE)
 		return EINVAL;
 
-	bool atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-	if (atomic && (len != 8 || (wr->wr.atomic.remote_addr & 7)))
+	if ((op->flags & SWV_WRF_ATOMIC) && (len != 8 || (wr->wr.atomic.remote_addr & 7)))
 		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		/* Inline carries local data only: not for READ (it writes locally) nor
 		 * atomics (their result lands in the SGE). */
-		if (atomic || wr->opcode == IBV_WR_RDMA_READ)
+		if (op->flags & SWV_WRF_NO_INLINE)
 			return EINVAL;
 		if (len > qp->cap.max_inline_data)
 			return EINVAL;
@@ -153,37 +118,22 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	w->remote_addr = 0;
 	w->rkey = 0;
 	w->compare_add = w->swap = 0;
-	switch (wr->opcode) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	case IBV_WR_RDMA_READ:
+	uint32_t f = swv_wr_opcode(wr->opcode)->flags;
+	if (f & SWV_WRF_RDMA_FIELDS) {
 		w->remote_addr = wr->wr.rdma.remote_addr;
 		w->rkey = wr->wr.rdma.rkey;
-		break;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	} else if (f & SWV_WRF_ATOMIC_FIELDS) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;
 		w->swap = wr->wr.atomic.swap;
-		break;
-	case IBV_WR_ATOMIC_WRITE:
-	case IBV_WR_FLUSH:
-		w->remote_addr = wr->wr.atomic.remote_addr;
-		w->rkey = wr->wr.atomic.rkey;
-		w->compare_add = wr->wr.atomic.compare_add;
-		w->swap = wr->wr.atomic.swap;
-		break;
-	case IBV_WR_BIND_MW:
+	} else if (wr->opcode == IBV_WR_BIND_MW) {
 		w->mw_handle = wr->bind_mw.mw->handle;
 		w->bind_lkey = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->lkey : 0;
 		w->rkey = wr->bind_mw.rkey;
 		w->bind = wr->bind_mw.bind_info;
-		break;
-	default:
-		break;
 	}
-	if (is_local_op(wr->opcode)) {
+	if (f & SWV_WRF_LOCAL) {
 		/* nothing to gather: the WQE is the operation */
 		w->length = 0;
 		w->num_sge = 0;

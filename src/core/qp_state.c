@@ -9,6 +9,7 @@
 #include "core/async.h"
 #include "core/context.h"
 #include "core/cq.h"
+#include "core/limits.h"
 #include "core/qp.h"
 #include "core/trig.h"
 #include "net/addr.h"

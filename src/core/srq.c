@@ -16,6 +16,7 @@
 #include "core/async.h"
 #include "core/context.h"
 #include "core/cq.h"
+#include "core/limits.h"
 #include "core/pd.h"
 #include "core/srq.h"
 #include "core/xrcd.h"

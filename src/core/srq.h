@@ -36,11 +36,6 @@ struct swv_xrcd;
 
 struct swv_tm;
 
-/* Limits ibv_query_device advertises (max_srq_wr, max_srq_sge, max_srq). */
-#define SWV_SRQ_MAX_WR  16384
-#define SWV_SRQ_MAX_SGE 32
-#define SWV_MAX_SRQ     65536 /* per context */
-
 struct swv_srq {
 	struct ibv_srq ibsrq; /* must be first: the application's handle */
 	struct swv_context *ctx;
@@ -117,10 +112,6 @@ bool swv_srq_take_locked(struct swv_srq *srq, struct swv_recv_wqe *out);
  *   PLAIN (an IBV_WC_RECV, as on any SRQ).
  * Returns false, consuming nothing, when an ordinary WQE is needed and none is posted.
  */
-#define SWV_TM_MAX_NUM_TAGS 1024	    /* tm_caps.max_num_tags */
-#define SWV_TM_MAX_OPS	    1024	    /* tm_caps.max_ops */
-#define SWV_TM_MAX_SGE	    SWV_SRQ_MAX_SGE /* also bounded by the SRQ's max_sge */
-#define SWV_TM_MAX_RNDV_HDR 64		    /* tm_caps.max_rndv_hdr_size: TMH + RVH + 32 */
 #define SWV_TM_HDR_LEN	    16		    /* struct ibv_tmh */
 #define SWV_TM_RVH_LEN	    16		    /* struct ibv_rvh */
 

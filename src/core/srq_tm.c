@@ -35,6 +35,7 @@
 #include "core/completion.h"
 #include "core/context.h"
 #include "core/cq.h"
+#include "core/limits.h"
 #include "core/pd.h"
 #include "core/srq.h"
 #include "util/list.h"

@@ -2,6 +2,7 @@
  * Live introspection server (core/stat.h). The rules are in the header; this file
  * holds the registry of open contexts, the server thread and the snapshot.
  */
+#include "core/limits.h"
 #include "core/stat.h"
 
 #include <arpa/inet.h>

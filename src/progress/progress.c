@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "core/limits.h"
 #include "core/mcast.h"
 #include "core/qp.h"
 #include "core/trig.h"

@@ -5,6 +5,8 @@
 #ifndef SWV_TRANSPORT_OPCODE_H
 #define SWV_TRANSPORT_OPCODE_H
 
+#include <infiniband/verbs.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 enum swv_opcode {
@@ -98,12 +100,26 @@ enum swv_opflag {
 	SWV_OPF_ATOMIC_WRITE = 1u << 21,
 	/* A header, though above the properties: bits 0-7 are the other headers. */
 	SWV_HDR_XRCETH = 1u << 22, /* right after BTH */
+	/* The request takes a receive WQE at this packet: a SEND's first packet, a WRITE with
+	 * immediate at its last (the only one that says "with immediate"). */
+	SWV_OPF_RWQE = 1u << 23,
+	SWV_OPF_CMPSWAP = 1u << 24, /* the atomic is COMPARE_SWAP (else FETCH_ADD) */
+	/* What the responder answers as an RDMA WRITE: acknowledged, replayed (never
+	 * re-executed), kept past a gap and counted as RDMA WRITEs are -- ATOMIC_WRITE and
+	 * FLUSH included. */
+	SWV_OPF_WRITE_LIKE = SWV_OPF_WRITE | SWV_OPF_FLUSH | SWV_OPF_ATOMIC_WRITE,
 };
+
+/* QP types that carry an opcode (swv_opcode_info.qp_types): bit IBV_QPT_* set. XRC opcodes
+ * travel between XRC_SEND and XRC_RECV QPs; the demux (core/qp.c) hands their requests to
+ * the target as RC operations. */
+#define SWV_QPT_BIT(t) ((uint16_t)(1u << (t)))
 
 struct swv_opcode_info {
 	const char *name; /* e.g. "RC_SEND_ONLY"; NULL = opcode not supported by swverbs */
 	uint32_t flags;   /* SWV_HDR_* | SWV_OPF_* */
 	uint8_t hdr_len;  /* BTH + extension headers, bytes */
+	uint16_t qp_types; /* SWV_QPT_BIT() of each QP type that carries it */
 };
 
 extern const struct swv_opcode_info swv_opcode_table[256];
@@ -118,6 +134,22 @@ static inline const struct swv_opcode_info *swv_opcode(uint8_t op)
 static inline int swv_opcode_supported(uint8_t op)
 {
 	return swv_opcode_table[op].name != 0;
+}
+
+/* True when a QP of type t carries opcode op. */
+static inline bool swv_opcode_carried_by(uint8_t op, enum ibv_qp_type t)
+{
+	return (unsigned)t < 16 && (swv_opcode_table[op].qp_types & SWV_QPT_BIT(t)) != 0;
+}
+
+/* The flags of op when it is a request a QP of type t serves, else 0 (wrong transport
+ * prefix, a response or flow-control opcode, UC READ, ...). The responder trusts nothing
+ * but this byte's table entry. */
+static inline uint32_t swv_opcode_request(enum ibv_qp_type t, uint8_t op)
+{
+	uint32_t f = swv_opcode_table[op].flags;
+
+	return (f & SWV_OPF_REQUEST) && swv_opcode_carried_by(op, t) ? f : 0;
 }
 
 /* Transport prefix of an opcode: SWV_OP_RC, SWV_OP_UC, SWV_OP_UD or SWV_OP_XRC for supported

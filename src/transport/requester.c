@@ -22,6 +22,7 @@
 #include "transport/requester.h"
 #include "transport/tm.h"
 #include "transport/txrun.h"
+#include "transport/wr_opcode.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -29,13 +30,7 @@
 
 static bool is_rd_atomic(uint32_t op)
 {
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-static bool is_atomic(uint32_t op)
-{
-	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	return swv_wr_is(op, SWV_WRF_RD_ATOMIC);
 }
 
 /* BIND_MW and LOCAL_INV send nothing: they execute when the requester reaches them in
@@ -44,7 +39,7 @@ static bool is_atomic(uint32_t op)
  * when the WQE before them completes (swv_req_complete_head). */
 static bool is_local(uint32_t op)
 {
-	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+	return swv_wr_is(op, SWV_WRF_LOCAL);
 }
 
 static void fail_head(struct swv_qp *qp, int status);
@@ -62,7 +57,7 @@ static int exec_local(struct swv_qp *qp, struct swv_send_wqe *w)
 
 uint32_t swv_req_npkts(uint32_t opcode, uint32_t length, uint32_t mtu)
 {
-	if (is_atomic(opcode))
+	if (swv_wr_is(opcode, SWV_WRF_ATOMIC))
 		return 1;
 	uint32_t n = (uint32_t)(((uint64_t)length + mtu - 1) / mtu);
 	return n ? n : 1;
@@ -152,49 +147,12 @@ void swv_req_update_timer(struct swv_qp *qp)
 
 enum ibv_wc_opcode swv_req_wc_opcode(uint32_t op)
 {
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	case IBV_WR_BIND_MW:
-		return IBV_WC_BIND_MW;
-	case IBV_WR_LOCAL_INV:
-		return IBV_WC_LOCAL_INV;
-	case IBV_WR_ATOMIC_WRITE:
-		return IBV_WC_ATOMIC_WRITE;
-	case IBV_WR_FLUSH:
-		return IBV_WC_FLUSH;
-	default:
-		return IBV_WC_SEND;
-	}
+	return swv_wr_opcode(op)->wc;
 }
 
 enum swv_cntr_slot swv_req_cntr_slot(uint32_t op)
 {
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	/* an 8-byte WRITE done atomically, and the FLUSH that completes WRITEs
-	 * (docs/counters.md) */
-	case IBV_WR_ATOMIC_WRITE:
-	case IBV_WR_FLUSH:
-		return SWV_CNTR_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return SWV_CNTR_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return SWV_CNTR_ATOMIC;
-	default:
-		/* SEND, SEND_WITH_IMM, SEND_WITH_INV, and the local BIND_MW and LOCAL_INV:
-		 * every send-queue WR that is not a WRITE/READ/atomic (docs/counters.md) */
-		return SWV_CNTR_SEND;
-	}
+	return swv_wr_opcode(op)->slot;
 }
 
 static int complete_one(struct swv_qp *qp, int status)
@@ -203,7 +161,7 @@ static int complete_one(struct swv_qp *qp, int status)
 	uint32_t idx = qp->sq.head;
 	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, idx);
 	bool ok = status == IBV_WC_SUCCESS;
-	uint32_t bytes = is_atomic(w->opcode) ? 8 : w->length;
+	uint32_t bytes = swv_wr_is(w->opcode, SWV_WRF_ATOMIC) ? 8 : w->length;
 
 	struct swv_completion c = {
 	    .slot = swv_req_cntr_slot(w->opcode),
@@ -311,35 +269,15 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 				uint32_t since_ackreq, struct swv_pkt *p)
 {
 	bool first = k == 0, last = k + 1 == w->npkts;
-	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
-	bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || inv;
+	uint32_t f = swv_wr_opcode(w->opcode)->flags;
+	bool imm = f & SWV_WRF_IMM, inv = f & SWV_WRF_INV, send = f & SWV_WRF_SEND;
 	uint64_t off = (uint64_t)k * qp->mtu;
 	p->paylen = (uint32_t)SWV_MIN((uint64_t)qp->mtu, w->length - off);
+	p->opcode = swv_wr_wire_op(w->opcode, k, w->npkts);
 	if (send) {
-		if (first && last)
-			p->opcode = imm	  ? SWV_OP_SEND_ONLY_IMM
-				    : inv ? SWV_OP_SEND_ONLY_INV
-					  : SWV_OP_SEND_ONLY;
-		else if (first)
-			p->opcode = SWV_OP_SEND_FIRST;
-		else if (last)
-			p->opcode = imm	  ? SWV_OP_SEND_LAST_IMM
-				    : inv ? SWV_OP_SEND_LAST_INV
-					  : SWV_OP_SEND_LAST;
-		else
-			p->opcode = SWV_OP_SEND_MIDDLE;
 		if (last && inv)
 			p->ieth_rkey = w->imm_data; /* ibv_send_wr.invalidate_rkey, host order */
 	} else {
-		if (first && last)
-			p->opcode = imm ? SWV_OP_WRITE_ONLY_IMM : SWV_OP_WRITE_ONLY;
-		else if (first)
-			p->opcode = SWV_OP_WRITE_FIRST;
-		else if (last)
-			p->opcode = imm ? SWV_OP_WRITE_LAST_IMM : SWV_OP_WRITE_LAST;
-		else
-			p->opcode = SWV_OP_WRITE_MIDDLE;
 		if (first) {
 			p->reth_va = w->remote_addr;
 			p->reth_rkey = w->rkey;
@@ -541,7 +479,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		}
 		w->read_requested = true;
 		w->read_req_end = off + len;
-		p.opcode = SWV_OP_READ_REQUEST;
+		p.opcode = swv_wr_wire_op(w->opcode, 0, 1);
 		p.reth_va = w->remote_addr + off;
 		p.reth_rkey = w->rkey;
 		p.reth_len = len;
@@ -554,7 +492,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	}
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		p.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SWV_OP_CMP_SWAP : SWV_OP_FETCH_ADD;
+		p.opcode = swv_wr_wire_op(w->opcode, 0, 1);
 		p.atm_va = w->remote_addr;
 		p.atm_rkey = w->rkey;
 		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
@@ -567,7 +505,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		break;
 	case IBV_WR_ATOMIC_WRITE:
 		/* RETH and the 8 bytes (copied into the WQE at post, in swap) */
-		p.opcode = SWV_OP_ATOMIC_WRITE;
+		p.opcode = swv_wr_wire_op(w->opcode, 0, 1);
 		p.reth_va = w->remote_addr;
 		p.reth_rkey = w->rkey;
 		p.reth_len = 8;
@@ -577,7 +515,7 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		break;
 	case IBV_WR_FLUSH:
 		/* FETH from swap (type | level << 8), the range's length in compare_add */
-		p.opcode = SWV_OP_FLUSH;
+		p.opcode = swv_wr_wire_op(w->opcode, 0, 1);
 		p.feth = (uint32_t)(w->swap & SWV_FETH_PLT_MASK) |
 			 (uint32_t)(((w->swap >> 8) << SWV_FETH_SEL_SHIFT) & SWV_FETH_SEL_MASK);
 		p.reth_va = w->remote_addr;
@@ -764,8 +702,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 static bool gso_run_fits(const struct swv_qp *qp, const struct swv_send_wqe *w)
 {
 	const struct swv_req_state *r = &qp->req;
-	bool write_first = r->cur_pkt == 0 && (w->opcode == IBV_WR_RDMA_WRITE ||
-					       w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+	bool write_first = r->cur_pkt == 0 && swv_wr_is(w->opcode, SWV_WRF_WRITE);
 	return !is_rd_atomic(w->opcode) && !write_first && w->npkts - r->cur_pkt >= 2 &&
 	       swv_ep_gso_usable(qp->ep);
 }

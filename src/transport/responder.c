@@ -9,6 +9,7 @@
  * Nothing is written to memory before every check that can refuse the packet passed,
  * and all memory access goes through core/mr.h.
  */
+#include "core/limits.h"
 #include "transport/responder.h"
 
 #include <errno.h>
@@ -29,76 +30,27 @@
 
 /* ---------------------------------------------------------------- pure helpers */
 
-uint32_t swv_resp_classify(enum ibv_qp_type type, uint8_t opcode)
-{
-	static const uint32_t cls[32] = {
-	    [SWV_OP_SEND_FIRST] = SWV_RQ_SEND | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
-	    [SWV_OP_SEND_MIDDLE] = SWV_RQ_SEND | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
-	    [SWV_OP_SEND_LAST] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
-	    [SWV_OP_SEND_LAST_IMM] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM,
-	    [SWV_OP_SEND_ONLY] = SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE,
-	    [SWV_OP_SEND_ONLY_IMM] =
-		SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_IMM,
-	    [SWV_OP_WRITE_FIRST] = SWV_RQ_WRITE | SWV_RQ_FIRST | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
-	    [SWV_OP_WRITE_MIDDLE] = SWV_RQ_WRITE | SWV_RQ_MIDDLE | SWV_RQ_PAYLOAD,
-	    [SWV_OP_WRITE_LAST] = SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD,
-	    /* WRITE_WITH_IMM consumes a receive WQE, at its last packet (the only one
-	     * that says "with immediate") */
-	    [SWV_OP_WRITE_LAST_IMM] =
-		SWV_RQ_WRITE | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_IMM | SWV_RQ_RWQE,
-	    [SWV_OP_WRITE_ONLY] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH,
-	    [SWV_OP_WRITE_ONLY_IMM] = SWV_RQ_WRITE | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RETH |
-				      SWV_RQ_IMM | SWV_RQ_RWQE,
-	    [SWV_OP_READ_REQUEST] = SWV_RQ_READ | SWV_RQ_ONLY | SWV_RQ_RETH,
-	    [SWV_OP_CMP_SWAP] = SWV_RQ_ATOMIC | SWV_RQ_ONLY | SWV_RQ_CMPSWAP,
-	    [SWV_OP_FETCH_ADD] = SWV_RQ_ATOMIC | SWV_RQ_ONLY,
-	    [SWV_OP_SEND_LAST_INV] = SWV_RQ_SEND | SWV_RQ_LAST | SWV_RQ_PAYLOAD | SWV_RQ_INV,
-	    [SWV_OP_SEND_ONLY_INV] =
-		SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE | SWV_RQ_INV,
-	    [SWV_OP_FLUSH] = SWV_RQ_WRITE | SWV_RQ_FLUSH | SWV_RQ_ONLY | SWV_RQ_RETH,
-	    [SWV_OP_ATOMIC_WRITE] =
-		SWV_RQ_WRITE | SWV_RQ_AWRITE | SWV_RQ_ONLY | SWV_RQ_RETH | SWV_RQ_PAYLOAD,
-	};
-	uint8_t tp = opcode & 0xe0, op = opcode & 0x1f;
-	uint32_t c = cls[op];
-
-	switch (type) {
-	case IBV_QPT_RC:
-		return tp == SWV_OP_RC ? c : 0;
-	case IBV_QPT_UC:
-		/* UC has SEND and RDMA WRITE only, no invalidate */
-		if (tp != SWV_OP_UC || op > SWV_OP_WRITE_ONLY_IMM)
-			return 0;
-		return c;
-	case IBV_QPT_UD:
-		if (tp != SWV_OP_UD || (op != SWV_OP_SEND_ONLY && op != SWV_OP_SEND_ONLY_IMM))
-			return 0;
-		return c | SWV_RQ_DETH;
-	default:
-		return 0;
-	}
-}
-
 enum swv_resp_seq swv_resp_check_seq(uint32_t cur, uint32_t cls)
 {
 	if (cur) {
 		/* only MIDDLE or LAST of the same kind may follow FIRST/MIDDLE */
-		if ((cls & cur) && !(cls & SWV_RQ_FIRST) && (cls & (SWV_RQ_MIDDLE | SWV_RQ_LAST)))
+		if ((cls & cur) && !(cls & SWV_OPF_FIRST) &&
+		    (cls & (SWV_OPF_MIDDLE | SWV_OPF_LAST)))
 			return SWV_SEQ_OK;
 		return SWV_SEQ_MISSING_LAST;
 	}
-	if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && !(cls & SWV_RQ_FIRST))
+	if ((cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE)) && !(cls & SWV_OPF_FIRST))
 		return SWV_SEQ_MISSING_FIRST;
 	return SWV_SEQ_OK;
 }
 
 bool swv_resp_paylen_ok(uint32_t cls, uint32_t paylen, uint32_t mtu)
 {
-	if (!(cls & (SWV_RQ_SEND | SWV_RQ_WRITE)))
+	if (!(cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE)))
 		return paylen == 0;
-	if ((cls & SWV_RQ_ONLY) == SWV_RQ_ONLY)
+	if ((cls & SWV_OPF_ONLY) == SWV_OPF_ONLY)
 		return paylen <= mtu;
-	if (cls & (SWV_RQ_FIRST | SWV_RQ_MIDDLE))
+	if (cls & (SWV_OPF_FIRST | SWV_OPF_MIDDLE))
 		return paylen == mtu;
 	return paylen >= 1 && paylen <= mtu; /* LAST */
 }
@@ -409,7 +361,7 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 
 	bool tm = qp_tm(qp);
 
-	if (cls & SWV_RQ_FIRST) {
+	if (cls & SWV_OPF_FIRST) {
 		w = tm ? rwqe_peek_tm(qp, pkt) : rwqe_peek(qp);
 		if (!w)
 			return SWV_RESP_ERR_RNR;
@@ -436,25 +388,26 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 	    swv_mr_scatter(qp->ctx, rwqe_pd(qp), w->sge, w->num_sge, s->msg_off, payload, paylen))
 		return rwqe_scatter_err(qp, w);
 	s->msg_off += paylen;
-	if (!(cls & SWV_RQ_LAST)) {
-		s->cur = SWV_RQ_SEND;
+	if (!(cls & SWV_OPF_LAST)) {
+		s->cur = SWV_OPF_SEND;
 		return SWV_RESP_OK;
 	}
 	s->cur = 0;
 	/* Remote invalidation: only a type 2 window bound to this QP can be; anything
 	 * else leaves the data placed, completes the receive with REM_INV_REQ_ERR and
 	 * moves the QP to ERR without a NAK (5.2, rxe's class J). */
-	if ((cls & SWV_RQ_INV) && swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, pkt->ieth_rkey, true))
+	if ((cls & SWV_HDR_IETH) &&
+	    swv_mw_invalidate(qp->ctx, qp->pd, qp->qpn, pkt->ieth_rkey, true))
 		return SWV_RESP_ERR_INV_RKEY;
 	rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
-	if (cls & SWV_RQ_INV) {
+	if (cls & SWV_HDR_IETH) {
 		c.wc.invalidated_rkey = pkt->ieth_rkey;
 		c.wc.wc_flags |= IBV_WC_WITH_INV;
 	}
 	c.solicited = pkt->se;
 	c.wc.byte_len = (uint32_t)s->msg_off;
 	c.bytes = s->msg_off;
-	if (cls & SWV_RQ_IMM) {
+	if (cls & SWV_HDR_IMM) {
 		c.wc.imm_data = pkt->imm;
 		c.wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
@@ -486,9 +439,9 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	bool placed = false;
 	if (pkt->placed && pkt->paylen == 0) {
 		uint64_t implied;
-		if ((cls & SWV_RQ_ONLY) == SWV_RQ_ONLY)
+		if ((cls & SWV_OPF_ONLY) == SWV_OPF_ONLY)
 			implied = pkt->reth_len;
-		else if (cls & (SWV_RQ_FIRST | SWV_RQ_MIDDLE))
+		else if (cls & (SWV_OPF_FIRST | SWV_OPF_MIDDLE))
 			implied = mtu;
 		else /* LAST: sequencing guarantees a message under way */
 			implied = s->write_len - s->msg_off;
@@ -497,7 +450,7 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 			paylen = (uint32_t)implied;
 	}
 
-	if (cls & SWV_RQ_RWQE) { /* WRITE_WITH_IMM: the receive WQE is checked first */
+	if (cls & SWV_OPF_RWQE) { /* WRITE_WITH_IMM: the receive WQE is checked first */
 		struct swv_recv_wqe *w = rwqe_peek(qp);
 
 		if (!w)
@@ -508,8 +461,8 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	}
 	if (!swv_resp_paylen_ok(cls, paylen, mtu))
 		return SWV_RESP_ERR_INV_REQ;
-	if (cls & SWV_RQ_FIRST) {
-		if (pkt->reth_len > SWV_RESP_MAX_MSG)
+	if (cls & SWV_OPF_FIRST) {
+		if (pkt->reth_len > SWV_MAX_MSG_SIZE)
 			return SWV_RESP_ERR_INV_REQ;
 		s->write_va = pkt->reth_va;
 		s->write_rkey = pkt->reth_rkey;
@@ -518,14 +471,14 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	}
 	/* the packets must add up to exactly the RETH length */
 	remaining = s->write_len - s->msg_off;
-	if (cls & SWV_RQ_LAST) {
+	if (cls & SWV_OPF_LAST) {
 		if (paylen != remaining)
 			return SWV_RESP_ERR_INV_REQ;
 	} else if (paylen >= remaining) {
 		return SWV_RESP_ERR_INV_REQ;
 	}
 	/* the whole target range is validated once, before the first byte lands */
-	if ((cls & SWV_RQ_FIRST) && s->write_len &&
+	if ((cls & SWV_OPF_FIRST) && s->write_len &&
 	    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, s->write_rkey, s->write_va, s->write_len,
 				IBV_ACCESS_REMOTE_WRITE))
 		return SWV_RESP_ERR_ACCESS;
@@ -536,7 +489,7 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 					     s->write_va + s->msg_off, pkt->payload, pkt->paylen);
 		if (rc)
 			return swv_resp_refused(qp, rc);
-	} else if (placed && !(cls & SWV_RQ_FIRST)) {
+	} else if (placed && !(cls & SWV_OPF_FIRST)) {
 		/* what remote_write would check of this packet (a dereg since FIRST) */
 		int rc =
 		    swv_mr_remote_check(qp->ctx, qp->pd, qp->qpn, s->write_rkey,
@@ -547,15 +500,15 @@ static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt 
 	s->msg_off += paylen;
 	if (placed)
 		s->stats.placed++;
-	if (!(cls & SWV_RQ_LAST)) {
-		s->cur = SWV_RQ_WRITE;
+	if (!(cls & SWV_OPF_LAST)) {
+		s->cur = SWV_OPF_WRITE;
 		return SWV_RESP_OK;
 	}
 	s->cur = 0;
 	s->msn++;
 	/* last byte placed: the message counts once, before it is acknowledged */
 	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, s->write_len);
-	if (cls & SWV_RQ_IMM) {
+	if (cls & SWV_HDR_IMM) {
 		rwqe_wc_init(qp, &c, IBV_WC_SUCCESS);
 		c.solicited = pkt->se;
 		c.wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
@@ -633,7 +586,7 @@ static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *p
 	case SWV_SEQ_OK:
 		break;
 	case SWV_SEQ_MISSING_LAST:
-		if (!rc && (cls & SWV_RQ_FIRST)) {
+		if (!rc && (cls & SWV_OPF_FIRST)) {
 			/* UC: the previous message lost its end; it is abandoned (its
 			 * receive WQE stays posted, or completes in error if it came
 			 * from an SRQ) and this one starts afresh */
@@ -646,31 +599,32 @@ static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *p
 		return rc ? SWV_RESP_ERR_INV_REQ : SWV_RESP_DROP;
 	}
 
-	if ((cls & SWV_RQ_FLUSH) ? !flush_allowed(acc, pkt->feth)
-				 : ((cls & SWV_RQ_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE)) ||
-				       ((cls & SWV_RQ_READ) && !(acc & IBV_ACCESS_REMOTE_READ)) ||
-				       ((cls & SWV_RQ_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC)))
+	if ((cls & SWV_OPF_FLUSH)
+		? !flush_allowed(acc, pkt->feth)
+		: ((cls & SWV_OPF_WRITE_LIKE) && !(acc & IBV_ACCESS_REMOTE_WRITE)) ||
+		      ((cls & SWV_OPF_READ) && !(acc & IBV_ACCESS_REMOTE_READ)) ||
+		      ((cls & SWV_OPF_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC)))
 		return SWV_RESP_ERR_INV_REQ;
 
-	if (cls & SWV_RQ_AWRITE)
+	if (cls & SWV_OPF_ATOMIC_WRITE)
 		return resp_atomic_write(qp, pkt);
-	if (cls & SWV_RQ_FLUSH)
+	if (cls & SWV_OPF_FLUSH)
 		return resp_flush(qp, pkt);
 
-	if (cls & SWV_RQ_READ)
+	if (cls & SWV_OPF_READ)
 		return swv_resp_read(qp, pkt);
-	if (cls & SWV_RQ_ATOMIC)
+	if (cls & SWV_OPF_ATOMIC)
 		return swv_resp_atomic(qp, pkt, cls);
-	if (cls & SWV_RQ_SEND)
+	if (cls & SWV_OPF_SEND)
 		return resp_send_pkt(qp, pkt, cls, mtu);
 	return resp_write_pkt(qp, pkt, cls, mtu);
 }
 
 static enum swv_cntr_slot remote_slot(uint32_t cls)
 {
-	if (cls & SWV_RQ_READ)
+	if (cls & SWV_OPF_READ)
 		return SWV_CNTR_REMOTE_RDMA_READ;
-	if (cls & SWV_RQ_ATOMIC)
+	if (cls & SWV_OPF_ATOMIC)
 		return SWV_CNTR_REMOTE_ATOMIC;
 	return SWV_CNTR_REMOTE_RDMA_WRITE;
 }
@@ -727,7 +681,7 @@ static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 		break;
 	}
 	/* a refused remote WRITE/READ/atomic moves that counter's error count */
-	if (cls & (SWV_RQ_WRITE | SWV_RQ_READ | SWV_RQ_ATOMIC))
+	if (cls & (SWV_OPF_WRITE_LIKE | SWV_OPF_READ | SWV_OPF_ATOMIC))
 		swv_resp_remote_done(qp, remote_slot(cls), false, 0);
 	rwqe_complete_err(qp, st); /* CQ overflow changes nothing: ERR follows anyway */
 	if (err == SWV_RESP_ERR_INV_RKEY) {
@@ -747,15 +701,15 @@ static void rc_duplicate(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t 
 	struct swv_resp_state *s = &qp->resp;
 
 	s->stats.duplicates++;
-	if (cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) {
+	if (cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE)) {
 		/* C9-105: never execute twice; re-acknowledge what was executed last,
 		 * so a requester whose ACK was lost completes its WQEs */
 		resp_ack(qp, SWV_AETH_ACK, swv_psn_add(s->epsn, SWV_PSN_MASK));
 		return;
 	}
-	if (cls & SWV_RQ_READ)
+	if (cls & SWV_OPF_READ)
 		swv_resp_read_dup(qp, pkt);
-	else if (cls & SWV_RQ_ATOMIC)
+	else if (cls & SWV_OPF_ATOMIC)
 		swv_resp_atomic_dup(qp, pkt);
 }
 
@@ -894,7 +848,7 @@ static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	}
 	s->stats.executed++;
 	s->last_opcode = pkt->opcode;
-	if (!(cls & SWV_RQ_READ)) /* a READ moved epsn past its response PSNs */
+	if (!(cls & SWV_OPF_READ)) /* a READ moved epsn past its response PSNs */
 		s->epsn = swv_psn_add(pkt->psn, 1);
 	else if (s->rob)
 		rob_sweep(s);
@@ -1027,7 +981,7 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 		enum rob_keep k = ROB_DROP;
 		bool news = s->sack_dirty;
 
-		if ((cls & (SWV_RQ_SEND | SWV_RQ_WRITE | SWV_RQ_READ)) &&
+		if ((cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE | SWV_OPF_READ)) &&
 		    (!s->nak_sent || s->seq_nak))
 			k = rob_keep(s, pkt, cls);
 		bool again =
@@ -1055,7 +1009,7 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	if (!rc_exec(qp, pkt, cls))
 		return;
 	/* ACK where the requester asked (READ/atomic answered already) */
-	ack = (cls & (SWV_RQ_SEND | SWV_RQ_WRITE)) && pkt->ackreq;
+	ack = (cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE)) && pkt->ackreq;
 	if (s->rob) {
 		int n = rob_drain(qp);
 
@@ -1096,7 +1050,7 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 
 	/* UC never NAKs: a PSN gap loses the message in progress; resume at a FIRST/ONLY */
 	if (s->drop_msg || pkt->psn != s->epsn) {
-		if (!(cls & SWV_RQ_FIRST)) {
+		if (!(cls & SWV_OPF_FIRST)) {
 			s->drop_msg = true;
 			uc_abandon(qp, IBV_WC_REM_INV_REQ_ERR);
 			s->stats.dropped++;
@@ -1128,7 +1082,7 @@ static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 	case SWV_RESP_ERR_ACCESS:
 		if (err == SWV_RESP_ERR_ACCESS)
 			s->stats.remote_refused++;
-		if (cls & SWV_RQ_WRITE)
+		if (cls & SWV_OPF_WRITE_LIKE)
 			swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, false, 0);
 		/* fall through */
 	default:
@@ -1273,7 +1227,7 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 	 * mlx5 reports it there (2 = IPv4, the only kind swverbs receives; rxe reports 0);
 	 * UCX's ud_verbs reads it to find the destination address in the GRH area. */
 	c.wc.sl = roce ? 2 : (uint8_t)(pkt->deth_rsvd & SWV_DETH_SL_MASK);
-	if (cls & SWV_RQ_IMM) {
+	if (cls & SWV_HDR_IMM) {
 		c.wc.imm_data = pkt->imm;
 		c.wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
@@ -1287,7 +1241,7 @@ static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 /* Defensive re-validation of what the parser promised, against the opcode byte. */
 static bool pkt_consistent(const struct swv_pkt *pkt, uint32_t cls)
 {
-	if (pkt->paylen && (!(cls & SWV_RQ_PAYLOAD) || !pkt->payload))
+	if (pkt->paylen && (!(cls & SWV_OPF_PAYLOAD) || !pkt->payload))
 		return false;
 	if (pkt->paylen > 4096)
 		return false;
@@ -1302,7 +1256,7 @@ void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct
 	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
 	    qp->state != IBV_QPS_SQE)
 		return;
-	cls = swv_resp_classify(qp->type, pkt->opcode);
+	cls = swv_opcode_request(qp->type, pkt->opcode);
 	if (!cls || !pkt_consistent(pkt, cls)) {
 		qp->resp.stats.dropped++;
 		return;

@@ -15,13 +15,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "transport/flowctl.h"
 
 struct swv_qp;
 struct swv_pkt;
 struct swv_recv_wqe;
-
-#define SWV_MAX_RD_ATOMIC 16 /* max_qp_rd_atom / max_dest_rd_atomic limit (power of two) */
 
 /* Saved READ/atomic request for replay of duplicates (one slot of the ring). */
 struct swv_resp_res {
@@ -91,7 +90,7 @@ struct swv_resp_state {
 	bool drop_msg;        /* UC: discard packets until the next FIRST/ONLY */
 	/* in-progress inbound message */
 	uint8_t last_opcode;  /* opcode of the last executed packet; 0xff = none */
-	uint32_t cur;         /* 0, or SWV_RQ_SEND / SWV_RQ_WRITE while a multi-packet message runs */
+	uint32_t cur;         /* 0, or SWV_OPF_SEND / _WRITE while a multi-packet message runs */
 	uint64_t msg_off;     /* bytes placed so far */
 	uint64_t write_va;    /* RDMA WRITE target of the current message */
 	uint32_t write_rkey, write_len;

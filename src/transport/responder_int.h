@@ -1,6 +1,6 @@
 /*
  * Responder internals shared by responder*.c and their unit tests. Owner: responder.
- * The pure helpers (classification, sequencing, length rules, resource ring) have no
+ * The pure helpers (sequencing, length rules, resource ring) have no
  * side effects so tests can check them directly.
  */
 #ifndef SWV_TRANSPORT_RESPONDER_INT_H
@@ -11,34 +11,12 @@
 #include <stdint.h>
 
 #include "core/completion.h"
+#include "core/limits.h"
+#include "transport/opcode.h"
 #include "transport/responder.h"
 
 struct swv_qp;
 struct swv_pkt;
-
-/* What a request opcode means to the responder (derived from the opcode number itself,
- * so the responder does not trust anything but the byte on the wire). */
-enum swv_rq_class {
-	SWV_RQ_FIRST = 1u << 0,
-	SWV_RQ_MIDDLE = 1u << 1,
-	SWV_RQ_LAST = 1u << 2,
-	SWV_RQ_ONLY = SWV_RQ_FIRST | SWV_RQ_LAST,
-	SWV_RQ_SEND = 1u << 3,
-	SWV_RQ_WRITE = 1u << 4,
-	SWV_RQ_READ = 1u << 5,
-	SWV_RQ_ATOMIC = 1u << 6,
-	SWV_RQ_IMM = 1u << 7,
-	SWV_RQ_INV = 1u << 8,
-	SWV_RQ_RETH = 1u << 9,
-	SWV_RQ_PAYLOAD = 1u << 10, /* may carry payload */
-	SWV_RQ_RWQE = 1u << 11,	   /* takes a receive WQE at this packet */
-	SWV_RQ_DETH = 1u << 12,
-	SWV_RQ_CMPSWAP = 1u << 13,
-	/* ATOMIC_WRITE and FLUSH also carry SWV_RQ_WRITE: acknowledged, replayed (never
-	 * re-executed), kept past a gap and counted as RDMA WRITEs are */
-	SWV_RQ_AWRITE = 1u << 14,
-	SWV_RQ_FLUSH = 1u << 15,
-};
 
 /* Outcome of checking/executing one request (how it is answered depends on the QP type). */
 enum swv_resp_err {
@@ -68,15 +46,13 @@ enum swv_resp_seq {
 #define SWV_AETH_NAK_ACCESS 0x62
 #define SWV_AETH_NAK_OP     0x63
 
-#define SWV_RESP_MAX_MSG (1u << 31) /* RETH DMA length limit */
 /* Held responses (swv_resp_state.tx_retry_at): the first retry after this, doubling */
 #define SWV_RESP_HOLD_MIN_NS 8000ull
 #define SWV_RESP_HOLD_MAX_NS 1000000ull
 
-/* Class of opcode for a QP of this type, or 0 when it is not a request that QP type
- * accepts (wrong transport prefix, response opcode, UC READ, ...). */
-uint32_t swv_resp_classify(enum ibv_qp_type type, uint8_t opcode);
-/* Sequencing: cur = SWV_RQ_SEND / SWV_RQ_WRITE while a message is in progress, else 0. */
+/* cls below: the opcode's wire-table flags as swv_opcode_request() (transport/opcode.h)
+ * gives them for the QP's type. */
+/* Sequencing: cur = SWV_OPF_SEND / SWV_OPF_WRITE while a message is in progress, else 0. */
 enum swv_resp_seq swv_resp_check_seq(uint32_t cur, uint32_t cls);
 /* Per-packet payload size rule for SEND/WRITE packets (roce-wire.md 7.2). */
 bool swv_resp_paylen_ok(uint32_t cls, uint32_t paylen, uint32_t mtu);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/completion.h"
+#include "core/limits.h"
 #include "core/mr.h"
 #include "core/qp.h"
 #include "link/endpoint.h"
@@ -184,7 +185,7 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 	/* rxe only refuses when no resources exist at all; beyond that the ring recycles */
 	if (qp->attr.max_dest_rd_atomic == 0)
 		return SWV_RESP_ERR_INV_REQ;
-	if (pkt->reth_len > SWV_RESP_MAX_MSG || pkt->paylen)
+	if (pkt->reth_len > SWV_MAX_MSG_SIZE || pkt->paylen)
 		return SWV_RESP_ERR_INV_REQ;
 	/* zero-length READs do not look at the R_Key */
 	if (pkt->reth_len &&
@@ -336,7 +337,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 	if (pkt->atm_va & 7) /* misaligned atomic: invalid request, not an access error */
 		return SWV_RESP_ERR_INV_REQ;
 	rc = swv_mr_remote_atomic(qp->ctx, qp->pd, qp->qpn, pkt->atm_rkey, pkt->atm_va,
-				  (cls & SWV_RQ_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp,
+				  (cls & SWV_OPF_CMPSWAP) != 0, pkt->atm_swap_add, pkt->atm_cmp,
 				  &orig);
 	if (rc == EINVAL)
 		return SWV_RESP_ERR_INV_REQ;

@@ -33,7 +33,7 @@ void swv_resp_tm_payload(struct swv_qp *qp, uint32_t cls, const uint8_t **payloa
 
 	if (m->kind == SWV_TM_RNDV) {
 		*paylen = 0;
-	} else if (m->kind == SWV_TM_EAGER && (cls & SWV_RQ_FIRST)) {
+	} else if (m->kind == SWV_TM_EAGER && (cls & SWV_OPF_FIRST)) {
 		/* the TMH was checked to be there when the buffer was matched */
 		*payload += SWV_TM_HDR_LEN;
 		*paylen -= SWV_TM_HDR_LEN;

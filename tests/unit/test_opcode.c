@@ -22,21 +22,23 @@ struct expect {
 #define P  SWV_OPF_PAYLOAD
 #define RQ SWV_OPF_REQUEST
 #define RS SWV_OPF_RESPONSE
+#define W  SWV_OPF_RWQE /* takes a receive WQE */
 
 static const struct expect rc_uc_common[] = {
-	{0x00, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_FIRST, "SEND_FIRST"},
+	{0x00, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_FIRST | W, "SEND_FIRST"},
 	{0x01, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_MIDDLE, "SEND_MIDDLE"},
 	{0x02, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "SEND_LAST"},
 	{0x03, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "SEND_LAST_WITH_IMMEDIATE"},
-	{0x04, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "SEND_ONLY"},
-	{0x05, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "SEND_ONLY_WITH_IMMEDIATE"},
+	{0x04, 12, 0, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY | W, "SEND_ONLY"},
+	{0x05, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY | W,
+	 "SEND_ONLY_WITH_IMMEDIATE"},
 	{0x06, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_WRITE | SWV_OPF_FIRST, "RDMA_WRITE_FIRST"},
 	{0x07, 12, 0, P | RQ | SWV_OPF_WRITE | SWV_OPF_MIDDLE, "RDMA_WRITE_MIDDLE"},
 	{0x08, 12, 0, P | RQ | SWV_OPF_WRITE | SWV_OPF_LAST, "RDMA_WRITE_LAST"},
-	{0x09, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_LAST,
+	{0x09, 16, SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_LAST | W,
 	 "RDMA_WRITE_LAST_WITH_IMMEDIATE"},
 	{0x0a, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_WRITE | SWV_OPF_ONLY, "RDMA_WRITE_ONLY"},
-	{0x0b, 32, SWV_HDR_RETH | SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_ONLY,
+	{0x0b, 32, SWV_HDR_RETH | SWV_HDR_IMM, P | RQ | SWV_OPF_WRITE | SWV_OPF_ONLY | W,
 	 "RDMA_WRITE_ONLY_WITH_IMMEDIATE"},
 };
 
@@ -49,14 +51,16 @@ static const struct expect rc_only[] = {
     {0x11, 16, SWV_HDR_AETH, RS | SWV_OPF_ACK | SWV_OPF_ONLY, "RC_ACKNOWLEDGE"},
     {0x12, 24, SWV_HDR_AETH | SWV_HDR_ATMACK, RS | SWV_OPF_ACK | SWV_OPF_ATOMIC | SWV_OPF_ONLY,
      "RC_ATOMIC_ACKNOWLEDGE"},
-    {0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_COMPARE_SWAP"},
+    {0x13, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_CMPSWAP | SWV_OPF_ONLY,
+     "RC_COMPARE_SWAP"},
     {0x14, 40, SWV_HDR_ATMETH, RQ | SWV_OPF_ATOMIC | SWV_OPF_ONLY, "RC_FETCH_ADD"},
     {0x16, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_LAST, "RC_SEND_LAST_WITH_INVALIDATE"},
     {0x1c, 32, SWV_HDR_FETH | SWV_HDR_RETH, RQ | SWV_OPF_FLUSH | SWV_OPF_ONLY, "RC_FLUSH"},
     {0x1d, 28, SWV_HDR_RETH, P | RQ | SWV_OPF_ATOMIC_WRITE | SWV_OPF_ONLY, "RC_ATOMIC_WRITE"},
-    {0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "RC_SEND_ONLY_WITH_INVALIDATE"},
-    {0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY, "UD_SEND_ONLY"},
-    {0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY,
+    {0x17, 16, SWV_HDR_IETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY | W,
+     "RC_SEND_ONLY_WITH_INVALIDATE"},
+    {0x64, 20, SWV_HDR_DETH, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY | W, "UD_SEND_ONLY"},
+    {0x65, 24, SWV_HDR_DETH | SWV_HDR_IMM, P | RQ | SWV_OPF_SEND | SWV_OPF_ONLY | W,
      "UD_SEND_ONLY_WITH_IMMEDIATE"},
     /* swverbs UC flow control: BTH + 8 payload bytes, neither request nor response */
     {0xe0, 12, 0, P | SWV_OPF_FLOWCTL | SWV_OPF_ONLY, "SWV_UC_FLOW_CONTROL"},
@@ -114,7 +118,7 @@ int main(void)
 	    SWV_HDR_XRCETH,  SWV_OPF_PAYLOAD, SWV_OPF_REQUEST,	    SWV_OPF_RESPONSE,
 	    SWV_OPF_FIRST,   SWV_OPF_MIDDLE,  SWV_OPF_LAST,	    SWV_OPF_SEND,
 	    SWV_OPF_WRITE,   SWV_OPF_READ,    SWV_OPF_ATOMIC,	    SWV_OPF_ACK,
-	    SWV_OPF_FLOWCTL, SWV_OPF_FLUSH,   SWV_OPF_ATOMIC_WRITE,
+	    SWV_OPF_FLOWCTL, SWV_OPF_FLUSH,   SWV_OPF_ATOMIC_WRITE, SWV_OPF_RWQE, SWV_OPF_CMPSWAP,
 	};
 	uint32_t taken = 0;
 	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
@@ -162,9 +166,20 @@ int main(void)
 			uint8_t tp = swv_opcode_transport((uint8_t)op);
 			CHECK(tp == SWV_OP_RC || tp == SWV_OP_UC || tp == SWV_OP_UD ||
 			      tp == SWV_OP_XRC);
+			/* the transport prefix names the QP types that carry it */
+			uint16_t want =
+			    SWV_QPT_BIT(IBV_QPT_XRC_SEND) | SWV_QPT_BIT(IBV_QPT_XRC_RECV);
+			if (tp == SWV_OP_RC)
+				want = SWV_QPT_BIT(IBV_QPT_RC);
+			else if (tp == SWV_OP_UC)
+				want = SWV_QPT_BIT(IBV_QPT_UC);
+			else if (tp == SWV_OP_UD)
+				want = SWV_QPT_BIT(IBV_QPT_UD);
+			CHECK_EQ(oi->qp_types, want);
 			continue;
 		}
-		if (oi->name || oi->flags || oi->hdr_len || swv_opcode_supported((uint8_t)op)) {
+		if (oi->name || oi->flags || oi->hdr_len || oi->qp_types ||
+		    swv_opcode_supported((uint8_t)op)) {
 			fprintf(stderr, "opcode 0x%02x should be unsupported, is %s\n", op,
 				oi->name ? oi->name : "(null)");
 			exit(1);
@@ -184,6 +199,15 @@ int main(void)
 	CHECK(!swv_opcode_supported(0x3d));
 	CHECK(!swv_opcode_supported(0x81));
 	CHECK(!swv_opcode_supported(0x44));
+	CHECK(swv_opcode_carried_by(SWV_OP_FLOW_CONTROL, IBV_QPT_UC));
+	CHECK(!swv_opcode_carried_by(SWV_OP_FLOW_CONTROL, IBV_QPT_RC));
+	/* a request only for the QP type its prefix names; responses never */
+	CHECK(swv_opcode_request(IBV_QPT_RC, SWV_OP_FLUSH));
+	CHECK(!swv_opcode_request(IBV_QPT_UC, SWV_OP_RC | SWV_OP_SEND_ONLY));
+	CHECK(!swv_opcode_request(IBV_QPT_RC, SWV_OP_ACK));
+	CHECK(!swv_opcode_request(IBV_QPT_UC, SWV_OP_FLOW_CONTROL));
+	CHECK(!swv_opcode_request(IBV_QPT_UD, SWV_OP_UD | SWV_OP_SEND_FIRST));
+	CHECK(!swv_opcode_request(IBV_QPT_DRIVER, SWV_OP_RC | SWV_OP_SEND_ONLY));
 	printf("test_opcode: OK (%d opcodes)\n", supported);
 	return 0;
 }

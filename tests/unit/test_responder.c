@@ -373,36 +373,51 @@ static uint8_t pattern[16384];
 
 static void test_pure(void)
 {
-	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x04), SWV_RQ_SEND | SWV_RQ_ONLY | SWV_RQ_PAYLOAD | SWV_RQ_RWQE);
-	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x24), 0);   /* UC opcode on RC */
-	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x11), 0);   /* ACK is not a request */
-	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x10), 0);   /* READ response */
-	CHECK_EQ(swv_resp_classify(IBV_QPT_UC, 0x2c), 0);   /* no READ on UC */
-	CHECK(swv_resp_classify(IBV_QPT_UC, 0x2b) & SWV_RQ_RWQE);
-	CHECK(swv_resp_classify(IBV_QPT_UD, 0x64) & SWV_RQ_DETH);
-	CHECK_EQ(swv_resp_classify(IBV_QPT_UD, 0x60), 0);
-	CHECK_EQ(swv_resp_classify(IBV_QPT_RC, 0x15), 0);
+	const uint32_t kinds = SWV_OPF_SEND | SWV_OPF_WRITE_LIKE | SWV_OPF_READ | SWV_OPF_ATOMIC |
+			       SWV_OPF_ONLY | SWV_OPF_PAYLOAD | SWV_OPF_RWQE;
 
-	uint32_t sf = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_FIRST);
-	uint32_t sm = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_MIDDLE);
-	uint32_t sl = swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_LAST_INV);
-	uint32_t wm = swv_resp_classify(IBV_QPT_RC, SWV_OP_WRITE_MIDDLE);
-	uint32_t rd = swv_resp_classify(IBV_QPT_RC, SWV_OP_READ_REQUEST);
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, 0x04) & kinds,
+		 SWV_OPF_SEND | SWV_OPF_ONLY | SWV_OPF_PAYLOAD | SWV_OPF_RWQE);
+	CHECK(!(swv_opcode_request(IBV_QPT_RC, SWV_OP_SEND_LAST) & SWV_OPF_RWQE));
+	CHECK(!(swv_opcode_request(IBV_QPT_RC, SWV_OP_WRITE_ONLY) & SWV_OPF_RWQE));
+	/* ATOMIC_WRITE and FLUSH are answered as RDMA WRITEs */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, SWV_OP_ATOMIC_WRITE) & kinds,
+		 SWV_OPF_ATOMIC_WRITE | SWV_OPF_ONLY | SWV_OPF_PAYLOAD);
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, SWV_OP_FLUSH) & kinds,
+		 SWV_OPF_FLUSH | SWV_OPF_ONLY);
+	CHECK(swv_opcode_request(IBV_QPT_RC, SWV_OP_CMP_SWAP) & SWV_OPF_CMPSWAP);
+	CHECK(!(swv_opcode_request(IBV_QPT_RC, SWV_OP_FETCH_ADD) & SWV_OPF_CMPSWAP));
+	CHECK_EQ(swv_opcode_request(IBV_QPT_UC, 0x36), 0); /* no invalidate on UC */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_UD, 0xa4), 0); /* XRC opcode on UD */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, 0x24), 0); /* UC opcode on RC */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, 0x11), 0); /* ACK is not a request */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, 0x10), 0); /* READ response */
+	CHECK_EQ(swv_opcode_request(IBV_QPT_UC, 0x2c), 0); /* no READ on UC */
+	CHECK(swv_opcode_request(IBV_QPT_UC, 0x2b) & SWV_OPF_RWQE);
+	CHECK(swv_opcode_request(IBV_QPT_UD, 0x64) & SWV_HDR_DETH);
+	CHECK_EQ(swv_opcode_request(IBV_QPT_UD, 0x60), 0);
+	CHECK_EQ(swv_opcode_request(IBV_QPT_RC, 0x15), 0);
+
+	uint32_t sf = swv_opcode_request(IBV_QPT_RC, SWV_OP_SEND_FIRST);
+	uint32_t sm = swv_opcode_request(IBV_QPT_RC, SWV_OP_SEND_MIDDLE);
+	uint32_t sl = swv_opcode_request(IBV_QPT_RC, SWV_OP_SEND_LAST_INV);
+	uint32_t wm = swv_opcode_request(IBV_QPT_RC, SWV_OP_WRITE_MIDDLE);
+	uint32_t rd = swv_opcode_request(IBV_QPT_RC, SWV_OP_READ_REQUEST);
 	CHECK_EQ(swv_resp_check_seq(0, sf), SWV_SEQ_OK);
 	CHECK_EQ(swv_resp_check_seq(0, sm), SWV_SEQ_MISSING_FIRST);
 	CHECK_EQ(swv_resp_check_seq(0, rd), SWV_SEQ_OK);
-	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sm), SWV_SEQ_OK);
-	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sl), SWV_SEQ_OK);
-	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, sf), SWV_SEQ_MISSING_LAST);
-	CHECK_EQ(swv_resp_check_seq(SWV_RQ_SEND, wm), SWV_SEQ_MISSING_LAST);
-	CHECK_EQ(swv_resp_check_seq(SWV_RQ_WRITE, rd), SWV_SEQ_MISSING_LAST);
+	CHECK_EQ(swv_resp_check_seq(SWV_OPF_SEND, sm), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(SWV_OPF_SEND, sl), SWV_SEQ_OK);
+	CHECK_EQ(swv_resp_check_seq(SWV_OPF_SEND, sf), SWV_SEQ_MISSING_LAST);
+	CHECK_EQ(swv_resp_check_seq(SWV_OPF_SEND, wm), SWV_SEQ_MISSING_LAST);
+	CHECK_EQ(swv_resp_check_seq(SWV_OPF_WRITE, rd), SWV_SEQ_MISSING_LAST);
 
 	CHECK(swv_resp_paylen_ok(sf, 256, 256));
 	CHECK(!swv_resp_paylen_ok(sf, 255, 256));
 	CHECK(!swv_resp_paylen_ok(sl, 0, 256));
 	CHECK(swv_resp_paylen_ok(sl, 1, 256));
 	CHECK(!swv_resp_paylen_ok(sl, 257, 256));
-	CHECK(swv_resp_paylen_ok(swv_resp_classify(IBV_QPT_RC, SWV_OP_SEND_ONLY), 0, 256));
+	CHECK(swv_resp_paylen_ok(swv_opcode_request(IBV_QPT_RC, SWV_OP_SEND_ONLY), 0, 256));
 	CHECK(!swv_resp_paylen_ok(rd, 4, 256));
 
 	CHECK_EQ(swv_resp_read_npkts(0, 256), 1);
