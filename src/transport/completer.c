@@ -14,6 +14,7 @@
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
+#include "transport/wr_opcode.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -23,17 +24,6 @@ static const uint32_t rnr_us[32] = {
 	480,    640,   960,   1280,  1920,  2560,  3840,  5120,  7680,  10240, 15360,
 	20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
-
-static bool is_rd_atomic(uint32_t op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-static bool is_atomic(uint32_t op)
-{
-	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
 
 static struct swv_send_wqe *head_wqe(struct swv_qp *qp)
 {
@@ -70,7 +60,7 @@ static void rewind_cursor(struct swv_qp *qp)
 	r->rd_rereq_psn = r->una_psn;	      /* and asks for every READ response again */
 	r->rd_far = false;
 	struct swv_send_wqe *w = head_wqe(qp);
-	if (w && !is_rd_atomic(w->opcode)) {
+	if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC)) {
 		uint32_t acked = (r->una_psn - w->first_psn) & SWV_PSN_MASK;
 		r->cur_pkt = acked < w->npkts ? acked : w->npkts - 1;
 	}
@@ -316,7 +306,7 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
 		}
 		if (i == r->started)
 			break;
-		if (swv_psn_cmp(q, w->first_psn) < 0 || is_rd_atomic(w->opcode) ||
+		if (swv_psn_cmp(q, w->first_psn) < 0 || swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) ||
 		    w->state != SWV_WQE_STARTED)
 			continue;
 		uint32_t slot = q & (SWV_MAX_UNACKED_PSNS - 1);
@@ -342,7 +332,7 @@ static void sack_ack(struct swv_qp *qp, const struct swv_pkt *pkt)
 	struct swv_req_state *r = &qp->req;
 	struct swv_send_wqe *w = head_wqe(qp);
 	uint32_t gap = swv_psn_add(pkt->psn, 1);
-	if (w && !is_rd_atomic(w->opcode) && !r->rnr_until && !r->sr_gbn_left &&
+	if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) && !r->rnr_until && !r->sr_gbn_left &&
 	    swv_psn_cmp(gap, w->first_psn) >= 0 && swv_psn_cmp(gap, w->last_psn) <= 0)
 		sack_resend(qp, pkt, gap, false);
 }
@@ -433,13 +423,14 @@ static void rewind_cursor_to(struct swv_qp *qp, uint32_t psn)
 		if (w->npkts && swv_psn_cmp(psn, w->first_psn) >= 0 &&
 		    swv_psn_cmp(psn, w->last_psn) <= 0) {
 			r->cur = i;
-			r->cur_pkt =
-			    is_rd_atomic(w->opcode) ? 0 : (psn - w->first_psn) & SWV_PSN_MASK;
+			r->cur_pkt = swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC)
+					 ? 0
+					 : (psn - w->first_psn) & SWV_PSN_MASK;
 			r->rd_atomic_outstanding = rd;
 			r->pkts_since_ackreq = 0;
 			return;
 		}
-		if (w->npkts && is_rd_atomic(w->opcode))
+		if (w->npkts && swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC))
 			rd++;
 	}
 }
@@ -456,9 +447,9 @@ static void probe_unexecuted(struct swv_qp *qp)
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
 		if (!w->npkts)
 			continue;
-		if (w->opcode == IBV_WR_RDMA_READ
-			? swv_req_read_executed(qp, w)
-			: !is_rd_atomic(w->opcode) && swv_psn_cmp(w->last_psn, r->rd_hi) < 0)
+		if (w->opcode == IBV_WR_RDMA_READ ? swv_req_read_executed(qp, w)
+						  : !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) &&
+							swv_psn_cmp(w->last_psn, r->rd_hi) < 0)
 			continue;
 		rewind_cursor_to(qp, w->first_psn);
 		return;
@@ -604,7 +595,7 @@ static enum retire_result retire(struct swv_qp *qp, uint32_t psn, bool inclusive
 		int32_t d = swv_psn_cmp(w->last_psn, psn);
 		if (inclusive ? d > 0 : d >= 0)
 			break;
-		if (is_rd_atomic(w->opcode))
+		if (swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC))
 			return RETIRE_LOST;
 		*progress = true;
 		if (!comp_head(qp, IBV_WC_SUCCESS))
@@ -655,7 +646,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 		}
 		{
 			struct swv_send_wqe *w = head_wqe(qp);
-			if (w && !is_rd_atomic(w->opcode) &&
+			if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) &&
 			    swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(swv_psn_add(psn, 1), r->una_psn) > 0) {
 				r->una_psn = swv_psn_add(psn, 1); /* part of a multi-packet message */
@@ -738,7 +729,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 			r->n_seq_naks++;
 			if (rr == RETIRE_OK && swv_psn_cmp(psn, r->una_psn) > 0) {
 				struct swv_send_wqe *w = head_wqe(qp);
-				if (w && !is_rd_atomic(w->opcode)) {
+				if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC)) {
 					/* packets of the head message arrived: progress,
 					 * like the ACK case, so the retry counters reload */
 					r->una_psn = psn;
@@ -770,7 +761,8 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 					(void)read_request_again(qp, psn);
 				return;
 			}
-			if (w && !is_rd_atomic(w->opcode) && swv_psn_cmp(psn, w->first_psn) >= 0 &&
+			if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) &&
+			    swv_psn_cmp(psn, w->first_psn) >= 0 &&
 			    swv_psn_cmp(psn, w->last_psn) <= 0) {
 				if (!r->sr_gbn_left && pkt->sack_map) {
 					sack_resend(qp, pkt, psn, true);
@@ -846,7 +838,8 @@ static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 		enum retire_result rr = retire(qp, psn, false, progress);
 		if (rr == RETIRE_ERR)
 			return;
-		if (rr == RETIRE_LOST && (h = head_wqe(qp)) && is_atomic(h->opcode)) {
+		if (rr == RETIRE_LOST && (h = head_wqe(qp)) &&
+		    swv_wr_is(h->opcode, SWV_WRF_ATOMIC)) {
 			if (r->rtt_at && swv_psn_cmp(r->rtt_psn, h->first_psn) >= 0)
 				r->rtt_at = 0; /* Karn: sent twice from here on */
 			rewind_cursor_to(qp, h->first_psn);
@@ -987,7 +980,7 @@ static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool
 		r->n_dup_resp++;
 		return;
 	}
-	if (!is_atomic(w->opcode)) {
+	if (!swv_wr_is(w->opcode, SWV_WRF_ATOMIC)) {
 		comp_head(qp, IBV_WC_FATAL_ERR);
 		return;
 	}
@@ -1095,8 +1088,8 @@ void swv_req_timer(struct swv_qp *qp, uint64_t now)
 			r->rtt_at = 0;
 			if (r->round_open && r->una_psn == r->round_una)
 				r->round_hi = r->sent_psn; /* what it resends joins the round */
-			if (!is_rd_atomic(w->opcode) && swv_psn_cmp(r->sent_psn, r->una_psn) > 0 &&
-			    !r->sr_gbn_left) {
+			if (!swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) &&
+			    swv_psn_cmp(r->sent_psn, r->una_psn) > 0 && !r->sr_gbn_left) {
 				/* the head is a SEND/WRITE: resend its oldest unacknowledged
 				 * packet alone (AckReq); the answer tells what else is missing
 				 * -- an ACK for just that PSN sends the rest (selective_answer) */
