@@ -56,7 +56,7 @@ struct swv_send_wqe {
 	uint32_t state;    /* enum swv_wqe_state (requester.h) */
 	uint32_t status;   /* enum ibv_wc_status once state == SWV_WQE_ERROR */
 	bool read_requested;   /* READ: a request went out (later ones are retries) */
-	bool placed;	       /* RDMA WRITE of several packets: placed whole (requester.c) */
+	bool placed;	       /* RDMA WRITE: its bytes were placed directly (requester.c) */
 	uint32_t read_req_end; /* READ: byte offset the latest request asked up to */
 	uint64_t atomic_orig;
 	/* BIND_MW: the window's handle, the rkey asked for (in rkey) and the bind, copied

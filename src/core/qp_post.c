@@ -154,6 +154,7 @@ static void copy_send_wr(struct swv_qp *qp, struct swv_send_wqe *w, const struct
 	w->atomic_orig = 0;
 	w->read_requested = false;
 	w->read_req_end = 0;
+	w->placed = false;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		/* The application may reuse its buffers as soon as post returns. */
 		uint32_t off = 0;

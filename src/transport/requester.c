@@ -527,8 +527,11 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		paylen = p.paylen;
 		if (w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1) {
-			/* placed whole when its first packet leaves for the first time */
-			if (k == 0)
+			/* placed whole when its first packet leaves for the first time, and
+			 * once: a first packet the full ring refused comes back here placed,
+			 * and a resend of it (a probe) must not take the placement back from
+			 * the packets still to leave for the first time */
+			if (k == 0 && !w->placed)
 				w->placed = direct_write_ok(qp, w, psn) && place_whole(qp, w);
 			if (write_placed(qp, w, psn)) {
 				p.placed = true;
@@ -545,8 +548,11 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 					return -rc;
 				payload = data;
 			}
-			if (w->npkts == 1 && direct_write_ok(qp, w, psn) &&
-			    place_direct(qp, w, payload, paylen)) {
+			/* placed once: a packet the full ring refused comes back placed */
+			bool direct = w->npkts == 1 && direct_write_ok(qp, w, psn);
+			if (direct && !w->placed)
+				w->placed = place_direct(qp, w, payload, paylen);
+			if (direct && w->placed) {
 				p.placed = true;
 				payload = NULL;
 				paylen = 0;

@@ -41,6 +41,11 @@
  *                exact.
  *  multi_dereg_stream  4000-byte WRITEs streaming while the MR is deregistered: not a
  *                byte lands once ibv_dereg_mr returned.
+ *  multi_probe   a 1 MiB WRITE (1024 packets, twice the PSNs a QP keeps unacknowledged)
+ *                whose receiver reads nothing until the sender's tail-loss probe has
+ *                resent the first packet: the packets that leave for the first time
+ *                after it still go placed (the resent first packet once took the
+ *                placement back, and half the message went through the ring again).
  *  multi_forged  FIRST/MIDDLE/LAST flagged placed that nobody placed, on the ring: the
  *                checks run and only the copy is skipped (a bad key NAKs); over UDP
  *                the flag is cleared and a header-only FIRST is an invalid request.
@@ -57,6 +62,7 @@
 
 #include "check.h"
 #include "child.h"
+#include "core/context.h"
 #include "core/qp.h"
 #include "inproc.h"
 #include "link/endpoint.h"
@@ -723,6 +729,43 @@ static void not_executed(void)
 	fprintf(stderr, "ok   not_executed\n");
 }
 
+/* Tail-loss probes a has sent (read under its QP's lock). */
+static uint64_t req_probes(struct swvt_rc_side *s)
+{
+	struct swv_qp *q = to_swv_qp(s->qp);
+	pthread_mutex_lock(&q->lock);
+	uint64_t n = q->req.n_probes;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+static void multi_probe(void)
+{
+	struct swvt_rc_side a, b;
+	struct swvt_rc_opts o = {.buf_len = MP_BUF};
+	swvt_rc_pair_open(&a, &b, &o, &o, NULL);
+	swvt_rc_warm(&a, &b);
+	struct swv_shm_stats s0 = swvt_rc_shm_stats(&a);
+	uint64_t r0 = resp_placed(&b), p0 = req_probes(&a);
+	swv_progress_test_norx(to_swv_ctx(b.ctx), true);
+	swvt_rc_fill(a.buf, 1u << 20, 5);
+	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 1u << 20, (uintptr_t)b.buf, b.mr->rkey, 0);
+	uint64_t until = swv_now_ns() + LIMIT;
+	struct ibv_wc wc;
+	while (req_probes(&a) == p0) {
+		CHECK_EQ(ibv_poll_cq(a.cq, 1, &wc), 0); /* a drives its own context only */
+		CHECK(swv_now_ns() < until);
+	}
+	swv_progress_test_norx(to_swv_ctx(b.ctx), false);
+	wc = swvt_rc_wait_wc(a.cq);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(!memcmp(a.buf, b.buf, 1u << 20));
+	CHECK_EQ(swvt_rc_shm_stats(&a).direct_tx, s0.direct_tx + 1);
+	CHECK_EQ(resp_placed(&b), r0 + 1024);
+	swvt_rc_pair_close(&a, &b);
+	fprintf(stderr, "ok   multi_probe\n");
+}
+
 int main(void)
 {
 	switch_off(); /* forks before the switch is read in this process */
@@ -741,6 +784,7 @@ int main(void)
 	multi_mtu_mismatch();
 	multi_psn_wrap();
 	multi_dereg_stream();
+	multi_probe();
 	multi_forged();
 	return 0;
 }
