@@ -579,9 +579,9 @@ int swv_progress_drive(struct swv_context *ctx)
 	uint64_t prev = atomic_exchange_explicit(&pr->last_drive_ns, now, memory_order_relaxed);
 	if (now - prev < SWV_PROGRESS_BUSY_GAP_NS) {
 		uint64_t du = atomic_load_explicit(&pr->drive_until, memory_order_relaxed);
-		if (du < now + SWV_PROGRESS_LEASE_NS - SWV_PROGRESS_LEASE_NS / 8)
-			atomic_store_explicit(&pr->drive_until, now + SWV_PROGRESS_LEASE_NS,
-					      memory_order_relaxed);
+		uint64_t lease = atomic_load_explicit(&pr->lease_ns, memory_order_relaxed);
+		if (du < now + lease - lease / 8)
+			atomic_store_explicit(&pr->drive_until, now + lease, memory_order_relaxed);
 	}
 	return done;
 }
@@ -608,6 +608,11 @@ void swv_progress_test_norx(struct swv_context *ctx, bool on)
 		struct timespec ts = {0, 100000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns)
+{
+	atomic_store(&ctx->progress.lease_ns, ns);
 }
 
 void swv_progress_test_hold(struct swv_context *ctx)
@@ -662,6 +667,7 @@ int swv_progress_start(struct swv_context *ctx)
 	atomic_init(&pr->rx_hot_until, 0);
 	atomic_init(&pr->drive_until, 0);
 	atomic_init(&pr->last_drive_ns, 0);
+	atomic_init(&pr->lease_ns, SWV_PROGRESS_LEASE_NS);
 	atomic_init(&pr->muted, false);
 	atomic_init(&pr->test_norx, false);
 

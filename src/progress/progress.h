@@ -103,12 +103,14 @@ struct swv_progress {
 	 * seq_cst) by a thread about to block, which then wakes the progress thread if
 	 * 'muted' -- the thread stores muted = true (seq_cst) before it reads drive_until,
 	 * so one of the two sees the other.
-	 * muted: the sockets are out of the thread's epoll set. Written only by the
-	 * thread. */
+	 * lease_ns: the lease's length, SWV_PROGRESS_LEASE_NS (swv_progress_test_lease
+	 * changes it). muted: the sockets are out of the thread's epoll set. Written only
+	 * by the thread. */
 	_Alignas(64) _Atomic int64_t sq_outstanding;
 	_Atomic uint64_t rx_hot_until;
 	_Atomic uint64_t drive_until;
 	_Atomic uint64_t last_drive_ns;
+	_Atomic uint64_t lease_ns;
 	_Atomic bool muted;
 	/* Test hook (swv_progress_test_norx): the thread never receives. */
 	_Atomic bool test_norx;
@@ -200,6 +202,10 @@ static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
  * (swv_progress_drive) then receive, which is what tests of "whoever waits makes
  * progress" need. Returns once the thread has muted its sockets. */
 void swv_progress_test_norx(struct swv_context *ctx, bool on);
+/* Test hook, internal: the context's driver lease becomes ns long. A test that needs
+ * the thread muted by a polling loop sets one long enough that the thread, whenever
+ * it gets a CPU on a loaded machine, still finds the lease held. */
+void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns);
 
 /* Test hooks, internal (the fuzzers in tests/fuzz): hold the receive work section as
  * one thread iteration does -- while held nobody else receives and the thread runs no

@@ -250,7 +250,10 @@ static void test_idle_no_syscall(void)
  * them holds the driver's lease, and the progress thread, woken by that QP's timers
  * (its tail-loss probes, from 1 ms on), mutes its sockets. The ACK timeout is 4.3 s
  * (timeout 20): retry_cnt 7 is finite, and the WRITE must stay outstanding through
- * the test even under a sanitizer on a loaded machine (8 x 4.3 s). Then the application
+ * the test even under a sanitizer on a loaded machine (8 x 4.3 s). The lease is made
+ * 200 ms long here: with the real 100 us one, a thread that got the CPU only while the
+ * polling loop was preempted (two busy cores, a sanitizer) found it lapsed at each
+ * look and never muted before the ACK timeouts ran out. Then the application
  * stops calling the library altogether: the lease lapses and the thread must take
  * receiving back, completing WRITEs on the other QP by itself (watched through the
  * internal load, which drives nothing). Destroying the silent QP drops its WQE from
@@ -271,6 +274,7 @@ static void test_inflight_then_takeover(void)
 	CHECK_EQ(atomic_load(&ipr()->sq_outstanding), 1);
 
 	struct ibv_wc wc;
+	swv_progress_test_lease(to_swv_ctx(ini.ctx), 200000000ull);
 	uint64_t a0 = app_calls(), start = swv_now_ns();
 	for (unsigned i = 0; i < 1000; i++)
 		CHECK_EQ(ibv_poll_cq(ini.cq, 1, &wc), 0);
@@ -290,6 +294,7 @@ static void test_inflight_then_takeover(void)
 	}
 	check_placed();
 	CHECK(thread_calls() > t0);
+	swv_progress_test_lease(to_swv_ctx(ini.ctx), SWV_PROGRESS_LEASE_NS);
 
 	CHECK_OK(ibv_destroy_qp(qs));
 	CHECK_OK(ibv_destroy_qp(qdead));
