@@ -1,7 +1,7 @@
 /*
  * swverbs-stat: look into the running swverbs processes of this user (docs/man/swverbs-stat.1.md).
  *
- * Each process with an open device listens on "@swverbs-stat.<uid>.<pid>" (src/core/stat.h);
+ * Each process with an open device listens on "@swverbs-stat.<uid>.<pid>" (src/transport/stat.h);
  * the processes are found by their socket names in /proc/net/unix. The process itself
  * renders the snapshot (JSON or the table), so this tool needs no parser and shows
  * whatever the library version of that process knows.

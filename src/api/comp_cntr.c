@@ -15,6 +15,7 @@
 #include "core/context.h"
 #include "core/qp.h"
 #include "core/trig.h"
+#include "transport/qp_transport.h"
 #include "util/compiler.h"
 
 static uint64_t ctx_max_value(const struct swv_context *ctx)

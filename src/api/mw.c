@@ -10,7 +10,7 @@
 #include "core/mr.h"
 #include "core/pd.h"
 #include "core/qp.h"
-#include "core/qp_ex.h"
+#include "transport/qp_ex.h"
 #include "util/compiler.h"
 
 struct ibv_mw *swv_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)

@@ -1,6 +1,7 @@
 /*
  * Exported QP entry points: argument checks and errno conventions; the work is in
- * src/core/qp*.c. ibv_create_qp returns NULL + errno; the others return 0 or a
+ * src/core/qp.c (the object) and src/transport/ (its protocol state, posting and
+ * state changes). ibv_create_qp returns NULL + errno; the others return 0 or a
  * positive errno, as libibverbs does.
  */
 #include <errno.h>
@@ -11,7 +12,8 @@
 #include "core/cq.h"
 #include "core/pd.h"
 #include "core/qp.h"
-#include "core/qp_ex.h"
+#include "transport/qp_ex.h"
+#include "transport/qp_transport.h"
 #include "progress/progress.h"
 #include "util/compiler.h"
 
@@ -24,6 +26,19 @@
 #define SUPPORTED_COMP_MASK                                                                        \
 	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
 	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+/* The object's teardown up to where nothing can reach it, the transport's state,
+ * then the object. */
+static int destroy_qp(struct swv_qp *qp)
+{
+	struct swv_qp *gone;
+	int rc = swv_qp_destroy_begin(qp, &gone);
+	if (rc || !gone)
+		return rc;
+	swv_qp_transport_fini(gone);
+	swv_qp_free(gone);
+	return 0;
+}
 
 struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
@@ -66,10 +81,23 @@ struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
 		errno = err;
 		return NULL;
 	}
+	/* The transport's state before the QP is published: the progress thread may
+	 * deliver to it from then on. */
+	err = swv_qp_transport_init(qp);
+	if (!err) {
+		err = swv_qp_publish(qp);
+		if (err)
+			swv_qp_transport_fini(qp);
+	}
+	if (err) {
+		swv_qp_discard(qp);
+		errno = err;
+		return NULL;
+	}
 	if (send_ops) {
 		err = swv_qp_ex_init(qp, attr->send_ops_flags);
 		if (err) {
-			swv_qp_destroy(qp);
+			destroy_qp(qp);
 			errno = err;
 			return NULL;
 		}
@@ -139,7 +167,7 @@ SWV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	if (!qp)
 		return EINVAL;
-	return swv_qp_destroy(to_swv_qp(qp));
+	return destroy_qp(to_swv_qp(qp));
 }
 
 SWV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)

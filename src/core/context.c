@@ -27,7 +27,6 @@
 #include "core/trig.h"
 #include "core/srq.h"
 #include "core/xrcd.h"
-#include "core/stat.h"
 #include "net/fault.h"
 #include "util/log.h"
 
@@ -146,8 +145,6 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	ib->device = &dev->ibdev;
 	ib->ops.poll_cq = swv_poll_cq;
 	ib->ops.req_notify_cq = swv_req_notify_cq;
-	ib->ops.post_send = swv_post_send;
-	ib->ops.post_recv = swv_post_recv;
 	ib->ops.post_srq_recv = swv_post_srq_recv;
 	/* memory windows, type 1 and 2B (api/mw.c) */
 	ib->ops.alloc_mw = swv_alloc_mw;
@@ -225,7 +222,6 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 		swv_list_add_tail(&registry, &ctx->import_entry);
 		pthread_mutex_unlock(&registry_lock);
 	}
-	swv_stat_register(ctx); /* swverbs-stat can see it from now on (core/stat.h) */
 	return ctx;
 
 err_port:
@@ -251,8 +247,6 @@ err_pipe:
 
 void swv_ctx_close(struct swv_context *ctx)
 {
-	/* Before anything is torn down; waits for a snapshot that is reading ctx. */
-	swv_stat_unregister(ctx);
 	/* The thread goes first: nothing may receive, run timers or complete after. */
 	swv_progress_stop(ctx);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
@@ -304,8 +298,9 @@ void swv_ctx_close(struct swv_context *ctx)
 	free(ctx);
 }
 
-int swv_ctx_release(struct swv_context *raw)
+int swv_ctx_release(struct swv_context *raw, struct swv_context **last_out)
 {
+	*last_out = NULL;
 	struct swv_context *p = raw->primary ? raw->primary : raw;
 	pthread_mutex_lock(&registry_lock);
 	if (raw->closed) {
@@ -320,7 +315,7 @@ int swv_ctx_release(struct swv_context *raw)
 	bool last = --p->refs == 0;
 	pthread_mutex_unlock(&registry_lock);
 	if (last)
-		swv_ctx_close(p);
+		*last_out = p;
 	return 0;
 }
 

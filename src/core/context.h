@@ -135,10 +135,11 @@ static inline uint16_t swv_ctx_pkey(const struct swv_context *ctx, unsigned inde
  * netdev watch, counters, sockets, leftover MRs and the async event queue. */
 struct swv_context *swv_ctx_open(struct swv_device *dev);
 void swv_ctx_close(struct swv_context *ctx);
-/* ibv_close_device of one ibv_context (a primary or an importer): closes its cmd_fd
- * and, when it was the last open one of its primary, closes the primary and frees it
- * with its importers. 0, or EINVAL when this ibv_context was closed already. */
-int swv_ctx_release(struct swv_context *raw);
+/* ibv_close_device of one ibv_context (a primary or an importer): closes its cmd_fd;
+ * when it was the last open one of its primary, *last is the primary, for the caller
+ * to close (swv_ctx_close frees it with its importers), else NULL. 0, or EINVAL when
+ * this ibv_context was closed already. */
+int swv_ctx_release(struct swv_context *raw, struct swv_context **last);
 /* ibv_import_device: a new importer of the primary whose cmd_fd cmd_fd is (a dup of);
  * it owns cmd_fd from then on. NULL + errno: EINVAL for an fd fstat refuses,
  * EOPNOTSUPP for an fd that is no cmd_fd of this process's contexts (another

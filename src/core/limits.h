@@ -1,9 +1,9 @@
 /*
  * Device limits: everything ibv_query_device(_ex) and ibv_query_port report, and what
  * the modules enforce against, in one place. api/query.c reports these; the module
- * owning each object checks them (QP caps: core/qp.c, qp_state.c; CQ size: core/cq.c;
- * MR/MW count: core/mr.c; SRQ: core/srq.c; TM: core/srq_tm.c; multicast:
- * core/mcast.c; DM: core/dm.c; message size: core/qp_post.c and the responder).
+ * owning each object checks them (QP caps: core/qp.c, transport/qp_state.c; CQ size:
+ * core/cq.c; MR/MW count: core/mr.c; SRQ: core/srq.c; TM: core/srq_tm.c; multicast:
+ * core/mcast.c; DM: core/dm.c; message size: transport/post.c and the responder).
  * Configured per device instead, in net/config.h (net/ is below core/): the number of
  * completion counters (max_cntrs=, SWV_DEFAULT_MAX_CNTRS) and the P_Key table
  * (SWV_MAX_PKEYS).

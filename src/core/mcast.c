@@ -1,4 +1,5 @@
-/* UD multicast: groups, attach/detach and delivery (rules in core/mcast.h). */
+/* UD multicast: groups, attach and detach (rules in core/mcast.h); delivery is the
+ * transport's (src/transport/receive.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,6 @@
 #include "core/qp.h"
 #include "net/addr.h"
 #include "progress/progress.h"
-#include "transport/packet.h"
 
 /* The kernel's check (ib_attach_mcast): a multicast GID, a UD QP, and on an IB
  * link layer a multicast LID (0xffff is the permissive LID, not a group). */
@@ -138,26 +138,6 @@ int swv_mcast_detach(struct swv_qp *qp, const uint8_t gid[16], uint16_t lid)
 	}
 	pthread_mutex_unlock(&ctx->mcast_lock);
 	return 0;
-}
-
-bool swv_mcast_deliver(struct swv_context *ctx, struct swv_endpoint *ep, const struct swv_pkt *pkt,
-		       const struct sockaddr_in *src)
-{
-	struct swv_mcast_grp *g = (struct swv_mcast_grp *)ep;
-	(void)ctx;
-	/* Two MGIDs can share one IP group: as hardware matches the GRH DGID, only the
-	 * datagrams that name this group's MGID are for its QPs (transport/packet.h). */
-	if (!pkt->mgid || memcmp(pkt->mgid, g->mgid, sizeof(g->mgid)))
-		return false;
-	/* Every QP attached gets its copy, the sender's own QP too when it is attached
-	 * (mlx5 without IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, rxe); QPs that are not
-	 * attached never see the datagram (docs/wire.md). */
-	for (unsigned i = 0; i < SWV_MCAST_MAX_QP_ATTACH; i++) {
-		struct swv_qp *qp = atomic_load_explicit(&g->qps[i], memory_order_acquire);
-		if (qp)
-			swv_qp_rx_mcast(qp, pkt, src, g->mgid);
-	}
-	return true;
 }
 
 void swv_mcast_close_all(struct swv_context *ctx)

@@ -18,16 +18,16 @@
 #include <stdint.h>
 
 #include "core/completion.h"
-#include "transport/auth.h"
-#include "transport/packet.h"
-#include "transport/requester.h"
-#include "transport/responder.h"
 #include "util/list.h"
 
+struct swv_auth_qp;
 struct swv_context;
 struct swv_endpoint;
 struct swv_pd;
+struct swv_pkt;
 struct swv_mw;
+struct swv_req_state;
+struct swv_resp_state;
 struct swv_cq;
 struct swv_srq;
 struct swv_tm_match;
@@ -169,7 +169,6 @@ struct swv_qp {
 	struct sockaddr_in peer;   /* RC/UC: resolved from the AV at INIT->RTR (port from dest QPN) */
 	uint32_t mtu;              /* path MTU in bytes */
 	uint16_t pkey;             /* the port's P_Key at attr.pkey_index: sent and checked */
-	struct swv_auth_qp auth;   /* authenticated mode: MAC keys (transport/auth.h) */
 	bool dt_published;	   /* listed in its inbox's placement table (swv_qp_dt_update) */
 
 	struct swv_wq sq;
@@ -186,8 +185,13 @@ struct swv_qp {
 	uint32_t tm_sq_held;
 	bool tm_kick;
 
-	struct swv_req_state req;   /* requester + completer */
-	struct swv_resp_state resp; /* responder */
+	/* The transport's per-QP state (src/transport/qp_transport.h): one block the
+	 * transport allocates when the QP is created and frees when it is destroyed,
+	 * so this object does not depend on the protocol's types. Set before the QP is
+	 * published; never NULL on a QP the progress thread can find. */
+	struct swv_req_state *req;   /* requester + completer */
+	struct swv_resp_state *resp; /* responder */
+	struct swv_auth_qp *auth;    /* authenticated mode: MAC keys (transport/auth.h) */
 
 	/* packets dropped by swv_qp_rx (wrong source, wrong state, wrong transport) */
 	_Atomic uint64_t rx_dropped;
@@ -211,24 +215,10 @@ static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)
 	return (struct swv_qp *)qp;
 }
 
-/* UD destination of a send WQE from wr.ud (ibv_post_send, ibv_wr_set_ud_addr): the AH's
- * IP, the port named by remote_qpn, the Q_Key for DETH and the AH's GRH/SL. The Q_Key's
- * high bit gets no special meaning (rxe does not implement the "use the QP's own Q_Key"
- * rule either). Returns 0 or EINVAL (no AH, an AH of another context, QPN > 24 bits). */
-int swv_send_wqe_set_ud(struct swv_qp *qp, struct swv_send_wqe *w, struct ibv_ah *ah,
-			uint32_t remote_qpn, uint32_t remote_qkey);
-
-/* ibv_context_ops entries. */
-int swv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int swv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-/* swv_post_send_triggered after the argument checks: each WR is checked as post_send
- * checks it, takes a send slot and is held until cntr's count reaches threshold
- * (core/trig.h). Returns 0 or the errno of the first WR not posted (*bad). */
-struct swv_comp_cntr;
-int swv_qp_post_triggered(struct swv_qp *qp, struct ibv_send_wr *wr, struct swv_comp_cntr *cntr,
-			  uint64_t threshold, struct ibv_send_wr **bad);
-
-/* Progress thread entry points (qp->lock not held on entry). */
+/* The receive demux and the QP timer: defined in src/transport/receive.c and
+ * src/transport/qp_timer.c. Declared here only because the progress loop (below the
+ * transport) calls them until it runs sources the transport registers; nothing in
+ * core calls them. qp->lock not held on entry. */
 /* A datagram of a multicast group qp is attached to, with the group's MGID. */
 void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src,
 		     const uint8_t mgid[16]);
@@ -239,49 +229,25 @@ void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 		     const struct sockaddr_in *const *srcs, unsigned n);
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
 
-/* Move to ERR (qp->lock held): flush both queues with IBV_WC_WR_FLUSH_ERR (through
- * swv_complete, so counters see the errors). The error that caused it has been
- * reported through a CQE, so no async event is raised (as rxe and the IB rule for
- * errors reported by completion). Idempotent: in ERR it flushes what is queued. */
-void swv_qp_to_error(struct swv_qp *qp);
-/* List the QP in its inbox's placement table (link/shm.h, swv_shm_dt_qp) while it takes
- * requests a sender may place directly, withdraw it otherwise; returns once no
- * placement allowed by the old entry is under way. qp->lock held. */
-void swv_qp_dt_update(struct swv_qp *qp);
-
-/* A completion could not be reported because cq overflowed (swv_complete returned
- * ENOSPC; qp->lock held): raise IBV_EVENT_CQ_ERR on the CQ and IBV_EVENT_QP_FATAL on
- * the QP (the error could not be reported through a completion), then swv_qp_to_error. */
-void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq);
-
-/* Object lifetime (src/api/qp.c calls these after checking its arguments). pd is NULL
- * for an XRC TGT QP (attr->xrcd names its domain). */
+/* Object lifetime. src/api/qp.c calls, after checking its arguments:
+ * swv_qp_create, then the transport's init (transport/qp_transport.h), then
+ * swv_qp_publish; on destroy swv_qp_destroy_begin, then the transport's fini, then
+ * swv_qp_free. pd is NULL for an XRC TGT QP (attr->xrcd names its domain). */
+/* The object, its queues and attributes, not yet reachable by the progress thread;
+ * NULL and *err on failure. */
 struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr, int *err);
-int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask);
-int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init_attr *init);
-int swv_qp_destroy(struct swv_qp *qp);
+/* Give it a QP number (the progress thread finds it from now on) and take its
+ * references. 0 or an errno; on failure the QP is still unpublished. */
+int swv_qp_publish(struct swv_qp *qp);
+/* Free a QP swv_qp_create made and swv_qp_publish did not publish. */
+void swv_qp_discard(struct swv_qp *qp);
+/* ibv_destroy_qp up to the point where nothing can reach the QP: 0 with *gone the
+ * QP to finish (transport fini, then swv_qp_free), or with *gone NULL when only a
+ * handle went (ibv_open_qp, an orphaned TGT QP); EBUSY while multicast groups are
+ * attached. */
+int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone);
+void swv_qp_free(struct swv_qp *qp);
 /* verbs_context.create_qp_ex */
 struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
-
-/* State machine (qp_state.c): roce-wire.md 6.2. */
-/* Required / optional attribute masks for cur -> next (STATE included in required);
- * returns false when the transition is invalid. */
-bool swv_qp_transition_masks(enum ibv_qp_type type, enum ibv_qp_state cur,
-			     enum ibv_qp_state next, int *req, int *opt);
-/* IBV_QP_STATE .. IBV_QP_DEST_QPN: the attribute bits ibv_modify_qp knows; any other
- * bit is EOPNOTSUPP (the kernel's IB_QP_ATTR_STANDARD_BITS). */
-#define SWV_QP_ATTR_STANDARD_BITS ((unsigned)IBV_QP_DEST_QPN * 2 - 1)
-/* ib_modify_qp_is_ok: 0 or EINVAL. */
-int swv_qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
-		      int mask);
-
-/* Arm/cancel the QP timer (qp->lock held): updates timer_deadline and kicks the
- * progress thread if it would sleep past it. */
-void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);
-
-/* Transmit one packet of this QP to its peer (or dst for UD): builds pad + CRC.
- * Returns 0 or a positive errno. */
-int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
-		size_t hdr_len, const void *payload, uint32_t paylen);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Triggered operations: held lists, the ready queue and its runner. Rules: trig.h.
+ * Triggered operations: held lists and the ready queue. Rules: trig.h. Issuing what
+ * is due is the transport's (src/transport/trig_run.c).
  */
 #include "core/trig.h"
 
@@ -13,8 +14,6 @@
 #include "core/cq.h"
 #include "core/async.h"
 #include "core/qp.h"
-#include "link/endpoint.h"
-#include "transport/requester.h"
 
 struct swv_trig *swv_trig_alloc(size_t wqe_bytes)
 {
@@ -119,103 +118,29 @@ static void trig_unref(struct swv_trig *t)
 		t->dst->trig_refs--;
 }
 
-/* qp->lock held: a held WR completes with IBV_WC_WR_FLUSH_ERR (errors always give a
- * CQE), counted as an error by the QP's counter for its kind. */
-static void complete_flushed(struct swv_qp *qp, struct swv_trig *t)
+struct swv_trig *swv_trig_next_ready(struct swv_context *ctx)
 {
-	const struct swv_send_wqe *w = (const struct swv_send_wqe *)t->wqe;
-	struct swv_completion c = {
-	    .slot = swv_req_cntr_slot(w->opcode),
-	    .cq = qp->scq,
-	    .wc = {.wr_id = w->wr_id,
-		   .status = IBV_WC_WR_FLUSH_ERR,
-		   .opcode = swv_req_wc_opcode(w->opcode),
-		   .qp_num = qp->qpn},
-	};
-	if (swv_complete(qp, &c))
-		swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->scq->ibcq);
-}
-
-/* qp->lock held: the WR leaves its reserved slot for the ring, as if posted now. */
-static void issue_wr(struct swv_qp *qp, struct swv_trig *t)
-{
-	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, qp->sq.tail);
-	memcpy(w, t->wqe, qp->sq.stride);
-	qp->sq.tail++;
-	atomic_fetch_sub(&qp->trig_held, 1);
-	swv_progress_sq_add(&qp->ctx->progress, 1);
-	if (qp->state == IBV_QPS_ERR) {
-		swv_qp_to_error(qp);
-	} else if (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) {
-		swv_ep_batch_begin();
-		swv_req_post(qp);
-		swv_ep_batch_end();
-	}
-}
-
-static void run_one(struct swv_trig *t)
-{
-	switch (t->kind) {
-	case SWV_TRIG_WR: {
-		struct swv_qp *qp = t->qp;
-		pthread_mutex_lock(&qp->lock);
-		if (t->qp_gen != qp->trig_gen || qp->state < IBV_QPS_RTS) {
-			/* A RESET came between due and issue: dropped, as RESET drops. */
-			atomic_fetch_sub(&qp->trig_held, 1);
-		} else if (t->flush) {
-			atomic_fetch_sub(&qp->trig_held, 1);
-			complete_flushed(qp, t);
-		} else {
-			issue_wr(qp, t);
-		}
-		pthread_mutex_unlock(&qp->lock);
-		break;
-	}
-	case SWV_TRIG_KIND_ADD:
-		if (t->flush)
-			swv_comp_cntr_add(t->dst, true, 1);
-		else
-			swv_comp_cntr_add(t->dst, false, t->value);
-		break;
-	case SWV_TRIG_KIND_SET:
-		if (t->flush)
-			swv_comp_cntr_add(t->dst, true, 1);
-		else
-			swv_comp_cntr_store(t->dst, false, t->value);
-		break;
-	}
-}
-
-void swv_trig_run(struct swv_context *ctx)
-{
-	if (swv_likely(atomic_load_explicit(&ctx->trig_nready, memory_order_acquire) == 0))
-		return;
-	/* One runner at a time keeps the queue's order; a thread that finds another
-	 * running waits for it, then runs what is left (possibly nothing). */
-	pthread_mutex_lock(&ctx->trig_run_lock);
-	for (;;) {
-		pthread_mutex_lock(&ctx->trig_lock);
-		if (swv_list_empty(&ctx->trig_ready)) {
-			pthread_mutex_unlock(&ctx->trig_lock);
-			break;
-		}
-		struct swv_trig *t = swv_list_entry(ctx->trig_ready.next, struct swv_trig, entry);
+	struct swv_trig *t = NULL;
+	pthread_mutex_lock(&ctx->trig_lock);
+	if (!swv_list_empty(&ctx->trig_ready)) {
+		t = swv_list_entry(ctx->trig_ready.next, struct swv_trig, entry);
 		swv_list_del(&t->entry);
 		swv_list_del(&t->qp_entry);
 		t->state = SWV_TRIG_RUNNING;
-		pthread_mutex_unlock(&ctx->trig_lock);
-
-		run_one(t); /* may queue more: they run in this loop */
-
-		pthread_mutex_lock(&ctx->trig_lock);
-		trig_unref(t);
-		pthread_mutex_unlock(&ctx->trig_lock);
-		free(t);
-		/* Only now: a caller that finds the count at 0 knows that what it made due
-		 * has been issued, by itself or by another runner. */
-		atomic_fetch_sub_explicit(&ctx->trig_nready, 1, memory_order_release);
 	}
-	pthread_mutex_unlock(&ctx->trig_run_lock);
+	pthread_mutex_unlock(&ctx->trig_lock);
+	return t;
+}
+
+void swv_trig_retire(struct swv_context *ctx, struct swv_trig *t)
+{
+	pthread_mutex_lock(&ctx->trig_lock);
+	trig_unref(t);
+	pthread_mutex_unlock(&ctx->trig_lock);
+	free(t);
+	/* Only now: a caller that finds the count at 0 knows that what it made due
+	 * has been issued, by itself or by another runner. */
+	atomic_fetch_sub_explicit(&ctx->trig_nready, 1, memory_order_release);
 }
 
 /* trig_lock held: unlink every HELD or READY trigger of qp onto 'out', in post order
@@ -236,7 +161,7 @@ static void take_qp_triggers(struct swv_context *ctx, struct swv_qp *qp, struct 
 	}
 }
 
-static void free_list(struct swv_context *ctx, struct swv_list *l)
+void swv_trig_free_list(struct swv_context *ctx, struct swv_list *l)
 {
 	struct swv_list *pos, *tmp;
 	pthread_mutex_lock(&ctx->trig_lock);
@@ -249,24 +174,13 @@ static void free_list(struct swv_context *ctx, struct swv_list *l)
 	pthread_mutex_unlock(&ctx->trig_lock);
 }
 
-void swv_trig_qp_flush(struct swv_qp *qp)
+void swv_trig_qp_take(struct swv_qp *qp, struct swv_list *out)
 {
 	struct swv_context *ctx = qp->ctx;
-	struct swv_list out, *pos;
-
-	if (atomic_load(&qp->trig_held) == 0)
-		return;
-	swv_list_init(&out);
+	swv_list_init(out);
 	pthread_mutex_lock(&ctx->trig_lock);
-	take_qp_triggers(ctx, qp, &out);
+	take_qp_triggers(ctx, qp, out);
 	pthread_mutex_unlock(&ctx->trig_lock);
-	/* Outside trig_lock: a completion updates a counter, which may come back here. */
-	swv_list_for_each(pos, &out) {
-		struct swv_trig *t = swv_list_entry(pos, struct swv_trig, entry);
-		atomic_fetch_sub(&qp->trig_held, 1);
-		complete_flushed(qp, t);
-	}
-	free_list(ctx, &out);
 }
 
 void swv_trig_qp_drop(struct swv_qp *qp)
@@ -280,7 +194,7 @@ void swv_trig_qp_drop(struct swv_qp *qp)
 	take_qp_triggers(ctx, qp, &out);
 	pthread_mutex_unlock(&ctx->trig_lock);
 	swv_list_for_each(pos, &out) atomic_fetch_sub(&qp->trig_held, 1);
-	free_list(ctx, &out);
+	swv_trig_free_list(ctx, &out);
 }
 
 void swv_trig_qp_destroy(struct swv_qp *qp)

@@ -86,12 +86,21 @@ void swv_trig_cntr_update(struct swv_comp_cntr *c);
 
 /* Issue the ready queue. Call with no lock held. Cheap when it is empty. On return,
  * every trigger queued before the call has been issued (by this thread, or by the
- * runner it waited for): ctx->trig_nready counts queued and running ones. */
+ * runner it waited for): ctx->trig_nready counts queued and running ones. Defined in
+ * src/transport/trig_run.c (it posts into the requester); declared here for the
+ * progress loop, which sits below the transport (as swv_qp_rx, core/qp.h). */
 void swv_trig_run(struct swv_context *ctx);
 
-/* qp->lock held: the QP enters (or is in) ERR: its held WRs complete with
- * IBV_WC_WR_FLUSH_ERR (after the ring's), in post order. */
-void swv_trig_qp_flush(struct swv_qp *qp);
+/* For the runner (src/transport/trig_run.c), holding ctx->trig_run_lock: take the oldest ready
+ * trigger off every list (RUNNING), NULL when none; then, once it was issued, drop
+ * its references, free it and count it done. */
+struct swv_trig *swv_trig_next_ready(struct swv_context *ctx);
+void swv_trig_retire(struct swv_context *ctx, struct swv_trig *t);
+/* qp->lock held: move every HELD or READY trigger of qp onto out (initialised
+ * here), in post order; then free such a list (no lock held but qp->lock). */
+void swv_trig_qp_take(struct swv_qp *qp, struct swv_list *out);
+void swv_trig_free_list(struct swv_context *ctx, struct swv_list *l);
+
 /* qp->lock held: RESET drops its held WRs without completions. */
 void swv_trig_qp_drop(struct swv_qp *qp);
 /* QP destroy, no lock held: drop its WRs and wait out a runner that holds one. */

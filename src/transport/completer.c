@@ -11,6 +11,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
@@ -27,7 +28,7 @@ static const uint32_t rnr_us[32] = {
 
 static struct swv_send_wqe *head_wqe(struct swv_qp *qp)
 {
-	if (qp->sq.head == qp->req.started)
+	if (qp->sq.head == qp->req->started)
 		return NULL; /* nothing started and incomplete */
 	return swv_wq_slot(&qp->sq, qp->sq.head);
 }
@@ -50,7 +51,7 @@ static bool comp_head(struct swv_qp *qp, int status)
  * packets are skipped, later WQEs are resent with the same PSNs. */
 static void rewind_cursor(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	r->cur = qp->sq.head;
 	r->cur_pkt = 0;
 	r->rd_atomic_outstanding = 0;
@@ -76,7 +77,7 @@ static void rec_mark(struct swv_req_state *r, uint8_t kind)
 /* The next tail-loss probe, later than the last (see swv_req_probe_ns). */
 static void arm_probe(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (r->probe_backoff < 8)
 		r->probe_backoff++;
 	uint64_t p = swv_req_probe_ns(qp);
@@ -89,7 +90,7 @@ static void arm_probe(struct swv_qp *qp)
  * completed with RETRY_EXC_ERR and the QP is in ERR). */
 static bool retry_charge(struct swv_qp *qp, const char *why)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	r->n_retries++;
 	swv_log(SWV_LOG_DEBUG, "qp %#x: retry (%s) from psn %#x, head %u cur %u tail %u, left %u",
 		qp->qpn, why, r->una_psn, qp->sq.head, r->cur, qp->sq.tail, r->retry_left);
@@ -121,7 +122,7 @@ static bool retry_charge(struct swv_qp *qp, const char *why)
  * (inside the round); -1: retries exhausted, the QP is in ERR. */
 static int evidence_charge(struct swv_qp *qp, uint32_t psn, const char *why)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (r->round_open && r->una_psn == r->round_una && swv_psn_cmp(psn, r->round_hi) < 0) {
 		swv_log(SWV_LOG_DEBUG,
 			"qp %#x: %s at psn %#x: inside the round from %#x to %#x, no retry",
@@ -143,7 +144,7 @@ static bool retry(struct swv_qp *qp, const char *why)
 {
 	if (!retry_charge(qp, why))
 		return false;
-	cwnd_halve(&qp->req);
+	cwnd_halve(qp->req);
 	rewind_cursor(qp);
 	return true;
 }
@@ -155,7 +156,7 @@ static void retry_evidence(struct swv_qp *qp, uint32_t psn, const char *why)
 	if (c < 0)
 		return;
 	if (c > 0)
-		cwnd_halve(&qp->req);
+		cwnd_halve(qp->req);
 	rewind_cursor(qp);
 }
 
@@ -166,7 +167,7 @@ static void retry_evidence(struct swv_qp *qp, uint32_t psn, const char *why)
  * reordering. */
 static void retry_selective(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (evidence_charge(qp, psn, "sequence NAK, selective") < 0)
 		return;
 	r->sr_pending = true;
@@ -185,7 +186,7 @@ static void retry_selective(struct swv_qp *qp, uint32_t psn)
  * reordered): nothing more to learn. */
 static void selective_answer(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (r->sr_pending || swv_psn_cmp(psn, r->sr_psn) < 0)
 		return;
 	r->sr_active = false;
@@ -215,7 +216,7 @@ static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
 {
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint64_t max = tmo ? tmo / 8 : 1000000;
-	uint64_t h = qp->req.srtt_ns ? 2 * qp->req.srtt_ns : max;
+	uint64_t h = qp->req->srtt_ns ? 2 * qp->req->srtt_ns : max;
 	if (h < 200000)
 		h = 200000;
 	return h < max ? h : max;
@@ -236,7 +237,7 @@ static uint64_t implied_holdoff_ns(const struct swv_qp *qp)
  * acknowledges psn - 1). */
 static int implied_charge(struct swv_qp *qp, uint32_t psn, uint32_t at, const char *why)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint64_t now = swv_now_ns();
 	if (r->rnr_until)
 		return 0; /* the RNR wait ends in a resend from the oldest PSN anyway */
@@ -262,7 +263,7 @@ static void implied_nak(struct swv_qp *qp, uint32_t psn, uint32_t at, const char
 	int c = implied_charge(qp, psn, at, why);
 	if (c > 0) {
 		if (c == 1)
-			cwnd_halve(&qp->req);
+			cwnd_halve(qp->req);
 		rewind_cursor(qp);
 	}
 }
@@ -279,7 +280,7 @@ static void implied_nak(struct swv_qp *qp, uint32_t psn, uint32_t at, const char
  * completes but by the cumulative ACK. */
 static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t psn, bool nak)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t top = 0, i = qp->sq.head;
 	uint32_t now_us = (uint32_t)(swv_now_ns() / 1000);
 	uint32_t hold_us = (uint32_t)(implied_holdoff_ns(qp) / 1000);
@@ -329,7 +330,7 @@ static void sack_resend(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t p
  * to); the holes opened since go out now. */
 static void sack_ack(struct swv_qp *qp, const struct swv_pkt *pkt)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *w = head_wqe(qp);
 	uint32_t gap = swv_psn_add(pkt->psn, 1);
 	if (w && !swv_wr_is(w->opcode, SWV_WRF_RD_ATOMIC) && !r->rnr_until && !r->sr_gbn_left &&
@@ -359,7 +360,7 @@ static void rd_hi_raise(struct swv_req_state *r, uint32_t end)
  * the runs. Only PSNs within SWV_MAX_UNACKED_PSNS of una_psn are known (rd_seen). */
 static unsigned read_rerequest(struct swv_qp *qp, uint32_t from, uint32_t to, bool send)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	unsigned runs = 0;
 
 	if (swv_psn_cmp(from, r->una_psn) < 0)
@@ -415,7 +416,7 @@ static unsigned read_rerequest(struct swv_qp *qp, uint32_t from, uint32_t to, bo
  * follows is sent again, what precedes is not. Nothing when the cursor is not past it. */
 static void rewind_cursor_to(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t rd = 0;
 
 	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
@@ -441,7 +442,7 @@ static void rewind_cursor_to(struct swv_qp *qp, uint32_t psn)
  * it. */
 static void probe_unexecuted(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 
 	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
@@ -464,7 +465,7 @@ static void probe_unexecuted(struct swv_qp *qp)
  * start such a READ. */
 static bool read_request_again(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 
 	for (uint32_t i = qp->sq.head; i != r->started && (int32_t)(i - r->cur) < 0; i++) {
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
@@ -491,7 +492,7 @@ static bool read_request_again(struct swv_qp *qp, uint32_t psn)
  * goes back N as before. */
 static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char *why)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *h = head_wqe(qp);
 	uint32_t at = nak ? psn : (psn - 1) & SWV_PSN_MASK; /* the PSN answered */
 
@@ -518,7 +519,7 @@ static void lost_response(struct swv_qp *qp, uint32_t psn, bool nak, const char 
 
 static void progress_made(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t acked = (r->una_psn - r->cwnd_una) & SWV_PSN_MASK;
 	uint32_t grow = acked / 2 ? acked / 2 : 1;
 	r->cwnd = r->cwnd < r->window && r->window - r->cwnd > grow ? r->cwnd + grow : r->window;
@@ -556,7 +557,7 @@ static void progress_made(struct swv_qp *qp)
 /* Refresh una_psn from the head WQE (after WQEs retired). */
 static void set_una_from_head(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *w = head_wqe(qp);
 	uint32_t una;
 	if (!w)
@@ -571,7 +572,7 @@ static void set_una_from_head(struct swv_qp *qp)
 
 static void on_progress(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	set_una_from_head(qp);
 	progress_made(qp);
 	/* acknowledged past the NAKed PSN: a NAK for it 2^24 PSNs on is new */
@@ -626,7 +627,7 @@ static int nak_status(uint8_t code)
 
 static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t psn = pkt->psn;
 	uint8_t syn = pkt->aeth_syndrome;
 	enum retire_result rr;
@@ -791,7 +792,7 @@ static void handle_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progr
 /* The in-flight WQE whose PSNs hold psn (local operations have none), or NULL. */
 static struct swv_send_wqe *wqe_of_psn(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	for (uint32_t i = qp->sq.head; i != r->started; i++) {
 		struct swv_send_wqe *w = swv_wq_slot(&qp->sq, i);
 		if (!w->npkts)
@@ -811,7 +812,7 @@ static struct swv_send_wqe *wqe_of_psn(struct swv_qp *qp, uint32_t psn)
  * (the responder replays it, executing nothing twice) rather than at the next probe. */
 static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *h;
 
 	if (r->rd_hi_valid && swv_psn_cmp(r->rd_hi, psn) > 0)
@@ -853,7 +854,7 @@ static void read_advance(struct swv_qp *qp, uint32_t psn, bool *progress)
  * READ longer than the window two or more probe intervals per loss in it. */
 static void read_far(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *h = head_wqe(qp);
 	if (!r->rd_hi_valid || !h || h->opcode != IBV_WR_RDMA_READ) {
 		r->rd_far = false; /* answered since, or gone back N */
@@ -874,7 +875,7 @@ static void read_far(struct swv_qp *qp)
  * rules"); a gap before it asks again for the missing PSNs alone (lost_response). */
 static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t psn = pkt->psn;
 	enum retire_result rr = retire(qp, psn, false, progress);
 	if (rr == RETIRE_ERR)
@@ -958,7 +959,7 @@ static void handle_read_resp(struct swv_qp *qp, const struct swv_pkt *pkt, bool 
 
 static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool *progress)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t psn = pkt->psn;
 	if ((pkt->aeth_syndrome & 0x60) != 0) {
 		handle_ack(qp, pkt, progress); /* a NAK carried in an atomic ACK */
@@ -998,7 +999,7 @@ static void handle_atomic_ack(struct swv_qp *qp, const struct swv_pkt *pkt, bool
 
 void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	bool progress = false;
 
 	/* Only responses for PSNs in flight: [una, sent). Anything else is a duplicate
@@ -1068,7 +1069,7 @@ void swv_comp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 void swv_req_timer(struct swv_qp *qp, uint64_t now)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 
 	if (r->rnr_until && now >= r->rnr_until)
 		r->rnr_until = 0; /* the cursor was rewound when the RNR NAK came */

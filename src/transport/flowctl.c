@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/endpoint.h"
 #include "transport/flowctl.h"
 #include "transport/opcode.h"
@@ -41,7 +42,7 @@ static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 
 static void probe(struct swv_qp *qp, uint64_t now_ns)
 {
-	struct swv_fc_tx *t = &qp->req.fc;
+	struct swv_fc_tx *t = &qp->req->fc;
 	t->last_probe = now_ns;
 	t->n_probes++;
 	fc_send(qp, SWV_FC_PROBE, t->next);
@@ -49,7 +50,7 @@ static void probe(struct swv_qp *qp, uint64_t now_ns)
 
 void swv_fc_tx_reset(struct swv_qp *qp)
 {
-	struct swv_fc_tx *t = &qp->req.fc;
+	struct swv_fc_tx *t = &qp->req->fc;
 	memset(t, 0, sizeof(*t));
 	t->next = qp->attr.sq_psn & SWV_PSN_MASK;
 	t->limit = swv_psn_add(t->next, SWV_FC_INITIAL);
@@ -67,19 +68,19 @@ uint32_t swv_fc_tx_room(const struct swv_qp *qp, uint32_t psn)
 {
 	if (qp->type != IBV_QPT_UC)
 		return UINT32_MAX;
-	int32_t room = swv_psn_diff(qp->req.fc.limit, psn);
+	int32_t room = swv_psn_diff(qp->req->fc.limit, psn);
 	return room > 0 ? (uint32_t)room : 0;
 }
 
 void swv_fc_tx_sent(struct swv_qp *qp, uint32_t end)
 {
 	if (qp->type == IBV_QPT_UC)
-		qp->req.fc.next = end & SWV_PSN_MASK;
+		qp->req->fc.next = end & SWV_PSN_MASK;
 }
 
 void swv_fc_tx_blocked(struct swv_qp *qp)
 {
-	struct swv_fc_tx *t = &qp->req.fc;
+	struct swv_fc_tx *t = &qp->req->fc;
 	if (t->probe_at)
 		return;
 	uint64_t now = swv_now_ns();
@@ -92,7 +93,7 @@ void swv_fc_tx_blocked(struct swv_qp *qp)
 
 void swv_fc_tx_timer(struct swv_qp *qp, uint64_t now_ns)
 {
-	struct swv_fc_tx *t = &qp->req.fc;
+	struct swv_fc_tx *t = &qp->req->fc;
 	if (!t->probe_at || now_ns < t->probe_at)
 		return;
 	t->probe_at = 0;
@@ -105,7 +106,7 @@ void swv_fc_tx_timer(struct swv_qp *qp, uint64_t now_ns)
 
 static bool rx_credit(struct swv_qp *qp, uint32_t limit)
 {
-	struct swv_fc_tx *t = &qp->req.fc;
+	struct swv_fc_tx *t = &qp->req->fc;
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 		return false;
 	int32_t ahead = swv_psn_diff(limit, t->next);
@@ -133,7 +134,7 @@ static bool rx_credit(struct swv_qp *qp, uint32_t limit)
 
 void swv_fc_rx_reset(struct swv_qp *qp)
 {
-	struct swv_fc_rx *f = &qp->resp.fc;
+	struct swv_fc_rx *f = &qp->resp->fc;
 	int rcvbuf = 0;
 	socklen_t sl = sizeof(rcvbuf);
 
@@ -155,7 +156,7 @@ void swv_fc_rx_reset(struct swv_qp *qp)
 /* The credit kept open: the buffer's share of the QPs on the socket now. */
 static uint32_t window(const struct swv_qp *qp)
 {
-	uint32_t w = qp->resp.fc.buf_pkts;
+	uint32_t w = qp->resp->fc.buf_pkts;
 	unsigned nqps = qp->ep ? atomic_load_explicit(&qp->ep->nqps, memory_order_relaxed) : 1;
 	if (nqps > 1)
 		w /= nqps;
@@ -166,7 +167,7 @@ static uint32_t window(const struct swv_qp *qp)
 
 static void grant(struct swv_qp *qp, uint32_t w)
 {
-	struct swv_fc_rx *f = &qp->resp.fc;
+	struct swv_fc_rx *f = &qp->resp->fc;
 	f->granted = swv_psn_add(f->next, w);
 	f->n_credits++;
 	fc_send(qp, SWV_FC_CREDIT, f->granted);
@@ -174,7 +175,7 @@ static void grant(struct swv_qp *qp, uint32_t w)
 
 void swv_fc_rx_data(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_fc_rx *f = &qp->resp.fc;
+	struct swv_fc_rx *f = &qp->resp->fc;
 	if (qp->type != IBV_QPT_UC)
 		return;
 	if (swv_psn_diff(psn, f->next) >= 0)
@@ -198,7 +199,7 @@ bool swv_fc_rx_control(struct swv_qp *qp, const struct swv_pkt *pkt)
 	case SWV_FC_CREDIT:
 		return rx_credit(qp, psn);
 	case SWV_FC_PROBE:
-		qp->resp.fc.next = psn;
+		qp->resp->fc.next = psn;
 		grant(qp, window(qp));
 		return false;
 	default:

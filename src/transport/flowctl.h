@@ -30,8 +30,8 @@
  * it would on a wire). UD is not flow-controlled: its messages are single packets and
  * its receivers are not known to the sender ahead of time.
  *
- * All functions are called with qp->lock held; the state lives in qp->req.fc (sending
- * side) and qp->resp.fc (receiving side).
+ * All functions are called with qp->lock held; the state lives in qp->req->fc (sending
+ * side) and qp->resp->fc (receiving side).
  */
 #ifndef SWV_TRANSPORT_FLOWCTL_H
 #define SWV_TRANSPORT_FLOWCTL_H

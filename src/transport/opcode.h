@@ -111,7 +111,7 @@ enum swv_opflag {
 };
 
 /* QP types that carry an opcode (swv_opcode_info.qp_types): bit IBV_QPT_* set. XRC opcodes
- * travel between XRC_SEND and XRC_RECV QPs; the demux (core/qp.c) hands their requests to
+ * travel between XRC_SEND and XRC_RECV QPs; the demux (transport/receive.c) hands their requests to
  * the target as RC operations. */
 #define SWV_QPT_BIT(t) ((uint16_t)(1u << (t)))
 

@@ -14,6 +14,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "core/srq.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
@@ -88,7 +89,7 @@ uint64_t swv_ack_timeout_ns(const struct swv_qp *qp)
 
 uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint64_t max = tmo ? tmo / 4 : SWV_PROBE_MAX_NS;
 	uint64_t p = r->srtt_ns ? 4 * r->srtt_ns : max, min = SWV_PROBE_MIN_NS;
@@ -118,7 +119,7 @@ uint64_t swv_req_probe_ns(const struct swv_qp *qp)
 
 void swv_req_reset(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	memset(r, 0, sizeof(*r));
 	r->next_psn = r->una_psn = r->sent_psn = qp->attr.sq_psn & SWV_PSN_MASK;
 	r->cur = r->started = qp->sq.head;
@@ -134,11 +135,11 @@ void swv_req_reset(struct swv_qp *qp)
 
 void swv_req_update_timer(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint64_t d = 0;
 	/* the QP's one timer also serves the responder's held responses */
 	uint64_t c[6] = {r->ack_deadline, r->probe_at,	  r->rnr_until,
-			 r->xmit_retry_at, r->fc.probe_at, qp->resp.tx_retry_at};
+			 r->xmit_retry_at, r->fc.probe_at, qp->resp->tx_retry_at};
 	for (int i = 0; i < 6; i++)
 		if (c[i] && (!d || c[i] < d))
 			d = c[i];
@@ -157,7 +158,7 @@ enum swv_cntr_slot swv_req_cntr_slot(uint32_t op)
 
 static int complete_one(struct swv_qp *qp, int status)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t idx = qp->sq.head;
 	struct swv_send_wqe *w = swv_wq_slot(&qp->sq, idx);
 	bool ok = status == IBV_WC_SUCCESS;
@@ -223,7 +224,7 @@ int swv_req_complete_head(struct swv_qp *qp, int status)
  * False when the QP stops here (it failed, or completing it overflowed the CQ). */
 static bool run_local(struct swv_qp *qp, struct swv_send_wqe *w)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 
 	if (w->state == SWV_WQE_POSTED) {
 		int st = exec_local(qp, w);
@@ -254,7 +255,7 @@ static bool run_local(struct swv_qp *qp, struct swv_send_wqe *w)
 /* PSN of the next packet the cursor would send for w. */
 static uint32_t cursor_psn(const struct swv_qp *qp, const struct swv_send_wqe *w)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	if (w->state == SWV_WQE_POSTED)
 		return r->next_psn;
 	if (w->opcode == IBV_WR_RDMA_READ && qp->sq.head == r->cur)
@@ -289,7 +290,7 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
 	p->se = last && (send || imm) && (w->send_flags & IBV_SEND_SOLICITED);
 	/* AckReq at least twice per window: with a window under SWV_MAX_PKT_PER_ACK
 	 * (small socket buffers, or halved by losses) a full window must still ask */
-	uint32_t every = SWV_MIN((uint32_t)SWV_MAX_PKT_PER_ACK, qp->req.cwnd / 2);
+	uint32_t every = SWV_MIN((uint32_t)SWV_MAX_PKT_PER_ACK, qp->req->cwnd / 2);
 	p->ackreq = last || since_ackreq + 1 >= (every ? every : 1);
 	if (qp->type != IBV_QPT_RC) {
 		/* UC and UD: the same operations under their own transport prefix (UD only
@@ -330,9 +331,9 @@ static uint64_t data_pkt_fields(const struct swv_qp *qp, const struct swv_send_w
  * nothing of the send queue before it, and not the send queue's first PSN. */
 static bool direct_ok(const struct swv_qp *qp, uint32_t psn)
 {
-	return qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && !qp->auth.on && qp->ep &&
-	       qp->ep->shm && psn == qp->req.una_psn && psn == qp->req.sent_psn &&
-	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req.cur;
+	return qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && !qp->auth->on && qp->ep &&
+	       qp->ep->shm && psn == qp->req->una_psn && psn == qp->req->sent_psn &&
+	       psn != (qp->attr.sq_psn & SWV_PSN_MASK) && qp->sq.head == qp->req->cur;
 }
 
 static bool direct_write_ok(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
@@ -379,7 +380,7 @@ static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
 	d.iovcnt = n;
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, NULL, w->length))
 		return false;
-	qp->req.n_placed++;
+	qp->req->n_placed++;
 	return true;
 }
 
@@ -389,7 +390,7 @@ static bool place_whole(struct swv_qp *qp, const struct swv_send_wqe *w)
 static bool write_placed(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn)
 {
 	return w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1 && w->placed &&
-	       swv_psn_cmp(psn, qp->req.sent_psn) >= 0;
+	       swv_psn_cmp(psn, qp->req->sent_psn) >= 0;
 }
 
 /* Copy the payload straight into the peer's memory; false: send it in the packet. */
@@ -399,7 +400,7 @@ static bool place_direct(struct swv_qp *qp, const struct swv_send_wqe *w, const 
 	struct swv_shm_direct d = direct_desc(qp, w, IBV_ACCESS_REMOTE_WRITE);
 	if (swv_ep_direct(qp->ep, &qp->peer, &d, (void *)(uintptr_t)payload, len))
 		return false;
-	qp->req.n_placed++;
+	qp->req->n_placed++;
 	return true;
 }
 
@@ -440,7 +441,7 @@ static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t 
 static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t k,
 		       uint32_t since, bool *ackreq_out)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint8_t hdr[SWV_MAX_HDR_LEN];
 	uint8_t data[4096];
 	const void *payload = NULL;
@@ -597,14 +598,14 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 
 bool swv_req_read_executed(const struct swv_qp *qp, const struct swv_send_wqe *w)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	return r->rd_hi_valid && w->state != SWV_WQE_POSTED &&
 	       swv_psn_cmp(w->first_psn, r->rd_hi) < 0;
 }
 
 int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t npkts)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint8_t hdr[SWV_MAX_HDR_LEN];
 	struct swv_pkt p;
 	uint64_t off = (uint64_t)((psn - w->first_psn) & SWV_PSN_MASK) * qp->mtu;
@@ -645,7 +646,7 @@ int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t room,
 			 bool *again)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_txrun *run = swv_txrun_begin();
 	uint32_t since = r->pkts_since_ackreq;
 	uint32_t since_after[SWV_EP_GSO_MAX_SEGS];
@@ -657,7 +658,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		struct swv_pkt p;
 		memset(&p, 0, sizeof(p));
 		p.pkey = qp->pkey;
-		p.mac_key = swv_auth_tx_key(&qp->auth, &qp->peer, NULL, NULL);
+		p.mac_key = swv_auth_tx_key(qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num;
 		p.psn = swv_psn_add(psn, k - r->cur_pkt);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
@@ -707,7 +708,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
  * the rest. */
 static bool gso_run_fits(const struct swv_qp *qp, const struct swv_send_wqe *w)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	bool write_first = r->cur_pkt == 0 && swv_wr_is(w->opcode, SWV_WRF_WRITE);
 	return !is_rd_atomic(w->opcode) && !write_first && w->npkts - r->cur_pkt >= 2 &&
 	       swv_ep_gso_usable(qp->ep);
@@ -725,7 +726,7 @@ static void fail_head(struct swv_qp *qp, int status)
 
 static void check_sq_drained(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (qp->state == IBV_QPS_SQD && r->sqd_event_pending && qp->sq.head == r->started) {
 		r->sqd_event_pending = false;
 		swv_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base);
@@ -748,7 +749,7 @@ static uint64_t ud_dst_key(const struct swv_send_wqe *w)
  * anyway, and a UC sender's credit says the receiver has room. */
 static bool ud_refused_drop(struct swv_qp *qp, const struct swv_send_wqe *w)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint64_t dst = ud_dst_key(w), now = swv_now_ns();
 	if (!r->ud_refused_since || r->ud_refused_dst != dst) {
 		r->ud_refused_since = now;
@@ -772,7 +773,7 @@ static bool ud_refused_drop(struct swv_qp *qp, const struct swv_send_wqe *w)
  * completes the WQE with its status and the QP goes to ERR, as for RC. */
 static void run_unreliable(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 
 	r->xmit_retry_at = 0;
 	while (qp->sq.head != qp->sq.tail && qp->state != IBV_QPS_ERR) {
@@ -859,7 +860,7 @@ out:
 
 void swv_req_post(struct swv_qp *qp)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	/* A posting thread transmits directly so that a message into an idle pipe leaves at
 	 * once. With SWV_MAX_PKT_PER_ACK or more PSNs unacknowledged, one of them carries
 	 * AckReq, so an ACK (or READ response, or the ACK timeout) is coming, and the
@@ -875,7 +876,7 @@ void swv_req_post(struct swv_qp *qp)
 /* The cursor's PSN: the next packet a (re)transmission would send. */
 uint32_t swv_req_cursor_psn(const struct swv_qp *qp)
 {
-	const struct swv_req_state *r = &qp->req;
+	const struct swv_req_state *r = qp->req;
 	if (r->cur == qp->sq.tail)
 		return r->next_psn;
 	return cursor_psn(qp, swv_wq_slot(&qp->sq, r->cur));
@@ -887,7 +888,7 @@ uint32_t swv_req_cursor_psn(const struct swv_qp *qp)
  * it anyway). Returns 0, EAGAIN, or minus a status (the WQE failed locally). */
 static int resend_selective(struct swv_qp *qp, bool *sent)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	struct swv_send_wqe *w = NULL;
 	bool ackreq = false;
 
@@ -923,7 +924,7 @@ static int resend_selective(struct swv_qp *qp, bool *sent)
  * failed locally: marked, or the head failed and the QP is in ERR). */
 static int resend_sacked(struct swv_qp *qp, bool *sent)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint32_t cursor = swv_req_cursor_psn(qp), done = 0, i = qp->sq.head;
 	int rc = 0;
 
@@ -972,7 +973,7 @@ static int resend_sacked(struct swv_qp *qp, bool *sent)
  * overflow). */
 static bool complete_placed_read(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	r->una_psn = r->sent_psn;
 	if (r->rd_hi_valid && swv_psn_cmp(r->una_psn, r->rd_hi) >= 0)
 		r->rd_hi_valid = false;
@@ -988,7 +989,7 @@ static bool complete_placed_read(struct swv_qp *qp)
 
 void swv_req_run(struct swv_qp *qp)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	uint64_t tmo = swv_ack_timeout_ns(qp);
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 	const uint32_t first_new = r->sent_psn; /* PSNs from here on leave for the first time */

@@ -20,6 +20,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "core/srq.h"
 #include "core/xrcd.h"
 #include "net/addr.h"
@@ -132,7 +133,7 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	size_t hlen;
 	int rc;
 
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	uint8_t op = opcode & SWV_OP_OPERATION_MASK;
 
 	if (s->tx_retry_at && !s->tx_resuming) {
@@ -187,7 +188,7 @@ static void resp_ack(struct swv_qp *qp, uint8_t syndrome, uint32_t psn)
 
 void swv_resp_flush_ack(struct swv_qp *qp)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 
 	if (!s->ack_pending)
 		return;
@@ -273,7 +274,7 @@ static void rwqe_wc_init(struct swv_qp *qp, struct swv_completion *c, enum ibv_w
 	c->slot = SWV_CNTR_RECV;
 	c->cq = qp_tm(qp) ? qp->srq->cq : qp->rcq; /* a TM SRQ completes on its own CQ */
 	c->solicited = true; /* errors always wake a solicited-only waiter */
-	c->wc.wr_id = qp->resp.rwqe->wr_id;
+	c->wc.wr_id = qp->resp->rwqe->wr_id;
 	c->wc.status = st;
 	c->wc.opcode = IBV_WC_RECV;
 	c->wc.qp_num = qp->qpn;
@@ -291,7 +292,7 @@ static int rwqe_finish(struct swv_qp *qp, struct swv_completion *c)
 		qp->srq_rwqe_valid = false; /* the copy is free for the next take */
 	else
 		qp->rq.head++;
-	rwqe_hold(&qp->resp, NULL);
+	rwqe_hold(qp->resp, NULL);
 	return swv_complete(qp, c) == ENOSPC ? ENOSPC : 0;
 }
 
@@ -299,7 +300,7 @@ static int rwqe_complete_err(struct swv_qp *qp, enum ibv_wc_status st)
 {
 	struct swv_completion c;
 
-	if (!qp->resp.rwqe)
+	if (!qp->resp->rwqe)
 		return 0;
 	rwqe_wc_init(qp, &c, st);
 	return rwqe_finish(qp, &c);
@@ -311,12 +312,12 @@ static int rwqe_complete_err(struct swv_qp *qp, enum ibv_wc_status st)
  * UC/UD with an SRQ, roce-wire.md 5.2); the QP keeps its state. */
 static void rwqe_abandon(struct swv_qp *qp, enum ibv_wc_status st)
 {
-	if (qp->srq && qp->resp.rwqe) {
+	if (qp->srq && qp->resp->rwqe) {
 		if (rwqe_complete_err(qp, st))
 			swv_qp_cq_overflow(qp, qp->rcq);
 		return;
 	}
-	rwqe_hold(&qp->resp, NULL);
+	rwqe_hold(qp->resp, NULL);
 }
 
 int swv_resp_flush_srq(struct swv_qp *qp)
@@ -327,9 +328,9 @@ int swv_resp_flush_srq(struct swv_qp *qp)
 	if (!qp->srq || !qp->srq_rwqe_valid)
 		return 0;
 	/* rwqe_wc_init reads resp.rwqe; the held copy is the one to flush */
-	qp->resp.rwqe = w;
+	qp->resp->rwqe = w;
 	rwqe_wc_init(qp, &c, IBV_WC_WR_FLUSH_ERR);
-	qp->resp.cur = 0;
+	qp->resp->cur = 0;
 	return rwqe_finish(qp, &c);
 }
 
@@ -348,14 +349,14 @@ static enum swv_resp_err rwqe_scatter_err(struct swv_qp *qp, const struct swv_re
 enum swv_resp_err swv_resp_refused(struct swv_qp *qp, int rc)
 {
 	if (rc == EFAULT)
-		qp->resp.stats.remote_faults++;
+		qp->resp->stats.remote_faults++;
 	return SWV_RESP_ERR_ACCESS;
 }
 
 static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *pkt,
 				       uint32_t cls, uint32_t mtu)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_recv_wqe *w;
 	struct swv_completion c;
 
@@ -426,7 +427,7 @@ static enum swv_resp_err resp_send_pkt(struct swv_qp *qp, const struct swv_pkt *
 static enum swv_resp_err resp_write_pkt(struct swv_qp *qp, const struct swv_pkt *pkt,
 					uint32_t cls, uint32_t mtu)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_completion c;
 	uint64_t remaining;
 	/* Placed by the sender (swv_pkt.placed): a WRITE packet without payload whose
@@ -541,7 +542,7 @@ static enum swv_resp_err resp_atomic_write(struct swv_qp *qp, const struct swv_p
 		return SWV_RESP_ERR_INV_REQ;
 	if (rc)
 		return swv_resp_refused(qp, rc);
-	qp->resp.msn++;
+	qp->resp->msn++;
 	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, 8);
 	return SWV_RESP_OK;
 }
@@ -561,7 +562,7 @@ static enum swv_resp_err resp_flush(struct swv_qp *qp, const struct swv_pkt *pkt
 				     pkt->reth_len, plt, sel == IBV_FLUSH_MR);
 	if (rc)
 		return swv_resp_refused(qp, rc);
-	qp->resp.msn++;
+	qp->resp->msn++;
 	swv_resp_remote_done(qp, SWV_CNTR_REMOTE_RDMA_WRITE, true, 0);
 	return SWV_RESP_OK;
 }
@@ -578,7 +579,7 @@ static bool flush_allowed(unsigned acc, uint32_t feth)
 static enum swv_resp_err resp_execute(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 				      bool rc)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	unsigned acc = qp->attr.qp_access_flags;
 	uint32_t mtu = swv_resp_mtu(qp);
 
@@ -634,7 +635,7 @@ static enum swv_cntr_slot remote_slot(uint32_t cls)
 static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 		     enum swv_resp_err err)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	enum ibv_wc_status st;
 	uint8_t syn = 0;
 
@@ -698,7 +699,7 @@ static void rc_error(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 
 static void rc_duplicate(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 
 	s->stats.duplicates++;
 	if (cls & (SWV_OPF_SEND | SWV_OPF_WRITE_LIKE)) {
@@ -834,7 +835,7 @@ static enum swv_resp_err xrc_target(struct swv_qp *qp, const struct swv_pkt *pkt
 
 static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	enum swv_resp_err err;
 
 	s->nak_sent = false;
@@ -860,7 +861,7 @@ static bool rc_exec(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
  * have been dropped, until the requester resends). */
 static int rob_drain(struct swv_qp *qp)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	int n = 0;
 
 	while (s->rob && s->rob->count) {
@@ -891,7 +892,7 @@ static int rob_drain(struct swv_qp *qp)
  * its latest PSN. */
 static void rc_ack(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 
 	if (s->ack_defer) {
 		s->acks_coalesced += s->ack_pending;
@@ -928,7 +929,7 @@ static uint32_t rob_sack_map(const struct swv_resp_state *s, uint8_t map[SWV_SAC
  * executed) with the map of what is kept past epsn. */
 static void rc_sack_ack(struct swv_qp *qp)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	uint8_t map[SWV_SACK_MAX_LEN];
 	uint32_t len = rob_sack_map(s, map);
 
@@ -944,7 +945,7 @@ static void rc_sack_ack(struct swv_qp *qp)
  * it, so that it resends every hole at once instead of one per round trip. */
 static void rc_seq_nak(struct swv_qp *qp, bool again)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	uint8_t map[SWV_SACK_MAX_LEN];
 	uint32_t len = s->peer_sack ? rob_sack_map(s, map) : 0;
 
@@ -964,7 +965,7 @@ static void rc_seq_nak(struct swv_qp *qp, bool again)
 
 static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	int32_t d = swv_psn_cmp(pkt->psn, s->epsn);
 	bool ack;
 
@@ -1033,7 +1034,7 @@ static void rc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 
 static void uc_abandon(struct swv_qp *qp, enum ibv_wc_status st)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 
 	/* the receive WQE of an unfinished SEND was never retired: the next message
 	 * uses it again (what it received so far is overwritten); an SRQ's WQE
@@ -1045,7 +1046,7 @@ static void uc_abandon(struct swv_qp *qp, enum ibv_wc_status st)
 
 static void uc_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	enum swv_resp_err err;
 
 	/* UC never NAKs: a PSN gap loses the message in progress; resume at a FIRST/ONLY */
@@ -1169,7 +1170,7 @@ static void ud_build_grh(struct swv_qp *qp, const struct swv_pkt *pkt,
 static void ud_rx(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls,
 		  const struct sockaddr_in *src)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_recv_wqe *w;
 	struct swv_completion c;
 	uint8_t grh[40];
@@ -1258,13 +1259,13 @@ void swv_resp_rx_from(struct swv_qp *qp, const struct swv_pkt *pkt, const struct
 		return;
 	cls = swv_opcode_request(qp->type, pkt->opcode);
 	if (!cls || !pkt_consistent(pkt, cls)) {
-		qp->resp.stats.dropped++;
+		qp->resp->stats.dropped++;
 		return;
 	}
 	switch (qp->type) {
 	case IBV_QPT_RC:
 		if (pkt->sack)
-			qp->resp.peer_sack = true;
+			qp->resp->peer_sack = true;
 		rc_rx(qp, pkt, cls);
 		break;
 	case IBV_QPT_UC:
@@ -1285,16 +1286,16 @@ void swv_resp_rx(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 void swv_resp_release(struct swv_qp *qp)
 {
-	rob_free(&qp->resp);
+	rob_free(qp->resp);
 }
 
 void swv_resp_reset(struct swv_qp *qp)
 {
-	rob_free(&qp->resp);
-	memset(&qp->resp, 0, sizeof(qp->resp));
+	rob_free(qp->resp);
+	memset(qp->resp, 0, sizeof(*qp->resp));
 	/* RESET: a WQE taken from an SRQ and not completed is dropped (rxe too) */
 	qp->srq_rwqe_valid = false;
-	qp->resp.epsn = qp->attr.rq_psn & SWV_PSN_MASK;
-	qp->resp.last_opcode = 0xff;
+	qp->resp->epsn = qp->attr.rq_psn & SWV_PSN_MASK;
+	qp->resp->last_opcode = 0xff;
 	swv_fc_rx_reset(qp);
 }

@@ -12,6 +12,7 @@
 #include "core/limits.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -39,7 +40,7 @@
  * requester's process drains its ring as soon as it runs). */
 static void resp_hold(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	s->tx_psn = psn;
 	s->tx_retry_at = swv_now_ns() + (SWV_RESP_HOLD_MIN_NS << s->tx_backoff);
 	if ((SWV_RESP_HOLD_MIN_NS << s->tx_backoff) < SWV_RESP_HOLD_MAX_NS)
@@ -122,7 +123,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 {
 	uint32_t mtu = swv_resp_mtu(qp);
 	uint32_t n = swv_resp_read_npkts(len, mtu);
-	if (qp->resp.tx_retry_at && !qp->resp.tx_resuming)
+	if (qp->resp->tx_retry_at && !qp->resp->tx_resuming)
 		return SWV_RESP_OK; /* behind held responses: tx_resume sends it from r */
 	struct swv_txrun *run = n > 1 && swv_ep_gso_usable(qp->ep) ? swv_txrun_begin() : NULL;
 	uint64_t off = 0;
@@ -138,11 +139,11 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		p.opcode =
 		    (qp->xrc == SWV_XRC_TGT ? SWV_OP_XRC : SWV_OP_RC) | read_resp_op(k, n, fresh);
 		p.pkey = qp->pkey;
-		p.mac_key = swv_auth_tx_key(&qp->auth, &qp->peer, NULL, NULL);
+		p.mac_key = swv_auth_tx_key(qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 		p.psn = swv_psn_add(psn, k);
 		p.aeth_syndrome = SWV_AETH_ACK;
-		p.aeth_msn = qp->resp.msn & SWV_PSN_MASK;
+		p.aeth_msn = qp->resp->msn & SWV_PSN_MASK;
 		p.paylen = chunk;
 		if (!swv_txrun_fits(run, p.opcode, chunk)) {
 			if (!read_flush(qp, run, swv_psn_add(psn, k0)))
@@ -178,7 +179,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 
 enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_resp_res *r;
 	uint32_t n;
 
@@ -231,7 +232,7 @@ enum swv_resp_err swv_resp_read(struct swv_qp *qp, const struct swv_pkt *pkt)
  * replay, or held responses): NAK as for a new READ; the QP goes to ERR. */
 static void read_memory_gone(struct swv_qp *qp, uint32_t psn)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	s->stats.remote_refused++;
 	s->stats.err_naks++;
 	swv_resp_send(qp, SWV_OP_RC | SWV_OP_ACK, psn, SWV_AETH_NAK_ACCESS, 0, NULL, 0);
@@ -241,7 +242,7 @@ static void read_memory_gone(struct swv_qp *qp, uint32_t psn)
 
 void swv_resp_tx_resume(struct swv_qp *qp)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	uint32_t ring = swv_resp_ring_size(qp->attr.max_dest_rd_atomic);
 	uint32_t mtu = swv_resp_mtu(qp);
 
@@ -294,7 +295,7 @@ void swv_resp_tx_resume(struct swv_qp *qp)
 
 void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_resp_res *r = swv_resp_res_find(s, pkt->psn);
 	uint64_t va = pkt->reth_va, len = pkt->reth_len;
 	uint32_t n;
@@ -327,7 +328,7 @@ void swv_resp_read_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 
 enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, uint32_t cls)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_resp_res *r;
 	uint64_t orig = 0;
 	int rc;
@@ -364,7 +365,7 @@ enum swv_resp_err swv_resp_atomic(struct swv_qp *qp, const struct swv_pkt *pkt, 
 
 void swv_resp_atomic_dup(struct swv_qp *qp, const struct swv_pkt *pkt)
 {
-	struct swv_resp_state *s = &qp->resp;
+	struct swv_resp_state *s = qp->resp;
 	struct swv_resp_res *r = swv_resp_res_find(s, pkt->psn);
 
 	/* never execute twice: answer with the value the first execution returned */

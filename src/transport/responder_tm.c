@@ -23,6 +23,7 @@
 #include "core/cq.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "core/srq.h"
 #include "transport/responder_int.h"
 #include "transport/tm.h"
@@ -44,7 +45,7 @@ void swv_resp_tm_payload(struct swv_qp *qp, uint32_t cls, const uint8_t **payloa
 static void rndv_incomplete(struct swv_qp *qp, struct swv_completion *c)
 {
 	const struct swv_tm_match *m = qp->tm_match;
-	const struct swv_recv_wqe *w = qp->resp.rwqe;
+	const struct swv_recv_wqe *w = qp->resp->rwqe;
 	uint32_t n = (uint32_t)sizeof(m->hdr);
 
 	c->wc.status = IBV_WC_TM_RNDV_INCOMPLETE;
@@ -64,7 +65,7 @@ static void rndv_incomplete(struct swv_qp *qp, struct swv_completion *c)
 static bool rndv_start(struct swv_qp *qp, struct swv_completion *c)
 {
 	const struct swv_tm_match *m = qp->tm_match;
-	const struct swv_recv_wqe *w = qp->resp.rwqe;
+	const struct swv_recv_wqe *w = qp->resp->rwqe;
 
 	if (m->rndv_len > w->length || qp->state != IBV_QPS_RTS ||
 	    qp->tm_sq_held >= SWV_TM_SQ_EXTRA)
@@ -88,7 +89,7 @@ static bool rndv_start(struct swv_qp *qp, struct swv_completion *c)
 	memcpy(s->sge, w->sge, w->num_sge * sizeof(struct ibv_sge));
 	memcpy(s->sge + w->num_sge, m->hdr, sizeof(m->hdr)); /* for the FIN */
 	swv_tm_wqe_post(qp);
-	qp->tm_kick = true; /* sent once the request is handled (core/qp.c) */
+	qp->tm_kick = true; /* sent once the request is handled (transport/receive.c) */
 	return true;
 }
 

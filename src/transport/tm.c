@@ -10,6 +10,7 @@
 
 #include "core/context.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "core/srq.h"
 #include "progress/progress.h"
 #include "transport/tm.h"

@@ -5,7 +5,7 @@
  * invalidate (the wire has only RC SEND_*_WITH_INVALIDATE), ATOMIC_WRITE and FLUSH. An
  * XRC INI QP posts SENDs, WRITEs, READ and the atomics -- XRC has no opcode for
  * ATOMIC_WRITE or FLUSH, and windows and SEND_WITH_INV are not built for XRC. The
- * ibv_wr_* builder offers each QP type the same set (core/qp_ex.c).
+ * ibv_wr_* builder offers each QP type the same set (transport/qp_ex.c).
  */
 #include "transport/wr_opcode.h"
 

@@ -1,7 +1,7 @@
 /*
  * Send work request opcodes (IBV_WR_*): what each one is, which QP types may post it,
  * which fields of ibv_send_wr it reads, and which wire opcodes carry it. Posting
- * (core/qp_post.c), the requester and completions all ask this table.
+ * (transport/post.c), the requester and completions all ask this table.
  */
 #ifndef SWV_TRANSPORT_WR_OPCODE_H
 #define SWV_TRANSPORT_WR_OPCODE_H
@@ -30,7 +30,7 @@ enum swv_wr_flag {
 	 * rkey, compare_add, swap). */
 	SWV_WRF_RDMA_FIELDS = 1u << 10,
 	SWV_WRF_ATOMIC_FIELDS = 1u << 11,
-	/* Only from the ibv_wr_* builder (core/qp_ex.c): ibv_send_wr has no fields for it. */
+	/* Only from the ibv_wr_* builder (transport/qp_ex.c): ibv_send_wr has no fields for it. */
 	SWV_WRF_BUILDER = 1u << 12,
 	/* IBV_SEND_INLINE refused: it writes locally (READ, atomics) or carries no data. */
 	SWV_WRF_NO_INLINE = 1u << 13,
@@ -48,7 +48,7 @@ struct swv_wr_opcode_info {
 				  * prefix is the QP's */
 	enum ibv_wc_opcode wc;	 /* its completion's opcode */
 	enum swv_cntr_slot slot; /* the completion counter slot it counts in */
-	uint32_t qp_ex_op;	 /* its IBV_QP_EX_WITH_* bit (send_ops_flags, core/qp_ex.c) */
+	uint32_t qp_ex_op;	 /* its IBV_QP_EX_WITH_* bit (send_ops_flags, transport/qp_ex.c) */
 };
 
 /* Entries for IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_WRITE. */

@@ -2,6 +2,7 @@
 #include <sys/uio.h>
 
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/endpoint.h"
 #include "transport/packet.h"
 #include "util/compiler.h"
@@ -17,7 +18,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t 
 		return 0;
 	uint8_t tail[8];
 	struct swv_sip_key ud_key;
-	size_t tail_len = swv_pkt_build_tail_mac(swv_auth_tx_key(&qp->auth, to, hdr, &ud_key), hdr,
+	size_t tail_len = swv_pkt_build_tail_mac(swv_auth_tx_key(qp->auth, to, hdr, &ud_key), hdr,
 						 hdr_len, payload, paylen, tail);
 	/* Gathered straight from the caller's buffers: no copy of the payload. */
 	struct iovec iov[3];

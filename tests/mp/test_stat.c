@@ -1,5 +1,5 @@
 /*
- * swverbs-stat against what the processes know (core/stat.h, docs/man/swverbs-stat.1.md).
+ * swverbs-stat against what the processes know (transport/stat.h, docs/man/swverbs-stat.1.md).
  *
  * 1. Two processes with a device open, one of them with SWVERBS_STAT=0: the tool lists
  *    the other and not that one, and -p on it fails.

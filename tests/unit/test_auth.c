@@ -366,7 +366,7 @@ static void peer_expect_nothing(const struct swv_pkt *pending)
 /* Bounded wait for the QP's MAC drop count to reach want; no completion meanwhile. */
 static void wait_bad_mac(struct ibv_qp *qp, uint64_t want, const char *what)
 {
-	_Atomic uint64_t *c = &to_swv_qp(qp)->auth.rx_bad;
+	_Atomic uint64_t *c = &to_swv_qp(qp)->auth->rx_bad;
 	struct ibv_wc wc;
 	uint64_t until = swv_now_ns() + 10000000000ull;
 	while (atomic_load(c) < want) {
@@ -386,7 +386,7 @@ static void wait_bad_mac(struct ibv_qp *qp, uint64_t want, const char *what)
 static void send_forgeries(struct ibv_qp *qp, struct swv_pkt *p, const void *payload,
 			   void (*untouched)(void), const struct swv_pkt *pending)
 {
-	uint64_t base = atomic_load(&to_swv_qp(qp)->auth.rx_bad);
+	uint64_t base = atomic_load(&to_swv_qp(qp)->auth->rx_bad);
 	for (enum seal s = SEAL_CRC; s < SEAL_RIGHT; s++) {
 		peer_send(qp, p, payload, s);
 		wait_bad_mac(qp, base + s + 1, seal_name[s]);
@@ -426,7 +426,7 @@ static void test_write(enum ibv_qp_type type)
 		swvt_rawpeer_wait_buf(&rp, data, sizeof(data));
 	}
 	CHECK(!memcmp(rp.buf, data, sizeof(data)));
-	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth.rx_bad), SEAL_RIGHT);
+	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth->rx_bad), SEAL_RIGHT);
 	CHECK_OK(ibv_destroy_qp(qp));
 }
 
@@ -536,7 +536,7 @@ static void test_responses(void)
 	wc = swvt_rawpeer_wait_wc(&rp);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, 3);
-	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth.rx_bad), 4 * SEAL_RIGHT);
+	CHECK_EQ(atomic_load(&to_swv_qp(qp)->auth->rx_bad), 4 * SEAL_RIGHT);
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qia;
 	CHECK_OK(ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia));

@@ -22,6 +22,7 @@
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/endpoint.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -208,6 +209,9 @@ static void post_write(void)
 	qp->sq.tail++;
 }
 
+/* The QP's transport state (one QP at a time). */
+static struct swv_qp_transport qp_tp;
+
 static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 {
 	if (qp)
@@ -215,6 +219,8 @@ static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 	free(qp);
 	qp = calloc(1, sizeof(*qp));
 	CHECK_PTR(qp);
+	memset(&qp_tp, 0, sizeof(qp_tp));
+	swv_qp_transport_attach(qp, &qp_tp);
 	qp->ctx = &test_ctx;
 	qp->type = IBV_QPT_RC;
 	qp->state = IBV_QPS_RTS;
@@ -234,7 +240,7 @@ static void setup(uint8_t retry_cnt, uint8_t rnr_retry)
 	for (uint32_t i = 0; i < NWQE; i++)
 		post_write();
 	swv_req_reset(qp);
-	qp->req.window = qp->req.cwnd = 128; /* no endpoint: not sized from a socket */
+	qp->req->window = qp->req->cwnd = 128; /* no endpoint: not sized from a socket */
 	ntx = ncomps = 0;
 }
 
@@ -296,24 +302,24 @@ static void test_dup_seq_nak(void)
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.wr_id, 100u);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(count_tx(PSN0 + 4), 2);
 	int sent = ntx;
 	respond(PSN0 + 4, 0x60); /* the copy */
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(ntx, sent); /* nothing resent */
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	/* many copies: still one retry, the QP survives (retry_cnt 3 used to run out) */
 	for (int i = 0; i < 5; i++)
 		respond(PSN0 + 4, 0x60);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	/* the retransmission gets through: everything completes */
 	respond(PSN0 + 3 * NWQE - 1, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->retry_left, 3);
 }
 
 /* A sequence NAK that acknowledges packets of the head message (PSN past una inside
@@ -324,13 +330,13 @@ static void test_nak_progress_reloads(void)
 	setup(3, 7);
 	swv_req_run(qp);
 	respond(PSN0 + 3, 0x60); /* WQE 0 done; retry from +3 (start of WQE 1) */
-	CHECK_EQ(qp->req.retry_left, 2);
-	swv_req_timer(qp, qp->req.ack_deadline); /* nothing came back */
-	CHECK_EQ(qp->req.retry_left, 1);
+	CHECK_EQ(qp->req->retry_left, 2);
+	swv_req_timer(qp, qp->req->ack_deadline); /* nothing came back */
+	CHECK_EQ(qp->req->retry_left, 1);
 	int before = ntx;
 	respond(PSN0 + 5, 0x60); /* +3, +4 arrived (mid WQE 1), +5 lost */
-	CHECK_EQ(qp->req.una_psn, PSN0 + 5);
-	CHECK_EQ(qp->req.retry_left, 2); /* reloaded to 3, then this retry */
+	CHECK_EQ(qp->req->una_psn, PSN0 + 5);
+	CHECK_EQ(qp->req->retry_left, 2); /* reloaded to 3, then this retry */
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	/* the resend is +5 (alone: selective repeat), not the start of WQE 1 */
 	CHECK_EQ(ntx, before + 1);
@@ -344,11 +350,11 @@ static void test_timeouts_exhaust(uint8_t retry_cnt)
 	setup(retry_cnt, 7);
 	swv_req_run(qp);
 	for (int i = 0; i < retry_cnt; i++) {
-		swv_req_timer(qp, qp->req.ack_deadline);
+		swv_req_timer(qp, qp->req->ack_deadline);
 		CHECK_EQ(qp->state, IBV_QPS_RTS);
 		CHECK_EQ(count_tx(PSN0), 2 + i);
 	}
-	swv_req_timer(qp, qp->req.ack_deadline);
+	swv_req_timer(qp, qp->req->ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -369,19 +375,19 @@ static void test_timeout_ring_unread(void)
 	qp->ep = &ep;
 	model_backlog = true;
 	for (int i = 0; i < 5; i++) {
-		uint64_t at = qp->req.ack_deadline;
+		uint64_t at = qp->req->ack_deadline;
 		CHECK(at != 0);
 		swv_req_timer(qp, at); /* tail-loss probes may go: they spend nothing */
 		CHECK_EQ(qp->state, IBV_QPS_RTS);
-		CHECK(qp->req.ack_deadline > at); /* another timeout, not a retry */
+		CHECK(qp->req->ack_deadline > at); /* another timeout, not a retry */
 	}
-	CHECK_EQ(qp->req.n_timeouts, 0u);
+	CHECK_EQ(qp->req->n_timeouts, 0u);
 	CHECK_EQ(ncomps, 0);
 	model_backlog = false; /* taken, and no answer: retry_cnt 1 is one retry */
-	swv_req_timer(qp, qp->req.ack_deadline);
-	CHECK_EQ(qp->req.n_timeouts, 1u);
+	swv_req_timer(qp, qp->req->ack_deadline);
+	CHECK_EQ(qp->req->n_timeouts, 1u);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	swv_req_timer(qp, qp->req.ack_deadline);
+	swv_req_timer(qp, qp->req->ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_RETRY_EXC_ERR);
@@ -396,7 +402,7 @@ static void test_timeout_ring_unread(void)
 	model_backlog_asks = 0;
 	unsigned deadlines = 0;
 	while (qp->state == IBV_QPS_RTS && deadlines < 10 * SWV_BACKLOG_MAX_WAITS) {
-		swv_req_timer(qp, qp->req.ack_deadline);
+		swv_req_timer(qp, qp->req->ack_deadline);
 		deadlines++;
 	}
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
@@ -408,11 +414,11 @@ static void test_timeout_ring_unread(void)
 	swv_req_run(qp);
 	qp->ep = &ep;
 	for (int i = 0; i < 3; i++)
-		swv_req_timer(qp, qp->req.ack_deadline);
-	CHECK_EQ(qp->req.backlog_waits, 3u);
+		swv_req_timer(qp, qp->req->ack_deadline);
+	CHECK_EQ(qp->req->backlog_waits, 3u);
 	respond(PSN0 + 2, 0x1f); /* WQE 0 done */
-	CHECK_EQ(qp->req.backlog_waits, 0u);
-	CHECK_EQ(qp->req.backlog_mark, 0u);
+	CHECK_EQ(qp->req->backlog_waits, 0u);
+	CHECK_EQ(qp->req->backlog_mark, 0u);
 	model_backlog = false;
 	qp->ep = NULL;
 }
@@ -440,20 +446,20 @@ static void test_probe_answer_no_fallback(void)
 	swv_req_run(qp);
 	respond(PSN0 + 2, 0x1f); /* WQE 0 done, then silence */
 	int sent = ntx;
-	swv_req_timer(qp, qp->req.probe_at);
+	swv_req_timer(qp, qp->req->probe_at);
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[sent], PSN0 + 3);
 	respond(PSN0 + 3, 0x1f); /* just that PSN: the rest is sent again */
 	CHECK_EQ(ntx, sent + 1 + (int)(3 * NWQE - 4));
-	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
-	CHECK_EQ(qp->req.sr_gbn_left, 0);
-	uint32_t cwnd = qp->req.cwnd;
+	CHECK_EQ(qp->req->n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req->sr_gbn_left, 0);
+	uint32_t cwnd = qp->req->cwnd;
 	sent = ntx;
 	respond(PSN0 + 8, 0x60); /* a loss: only +8 again */
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[sent], PSN0 + 8);
-	CHECK_EQ(qp->req.n_sel_resends, 2u);
-	CHECK(qp->req.cwnd >= cwnd);
+	CHECK_EQ(qp->req->n_sel_resends, 2u);
+	CHECK(qp->req->cwnd >= cwnd);
 	respond(PSN0 + 3 * NWQE - 1, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
@@ -501,15 +507,15 @@ static void test_read_response_lost(void)
 	read_responses(PSN0 + 4, 0, 4);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ncomps, 0);
-	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->n_retries, 1u);
+	CHECK_EQ(qp->req->retry_left, 2);
 	/* the retry asked again for A's remaining three packets only: B's responses
 	 * were placed (selective repeat) */
 	CHECK_EQ(count_tx(PSN0 + 1), 1);
 	CHECK_EQ(count_tx(PSN0 + 4), 1);
 	/* a duplicate of B's LAST, as the network may deliver: still the same loss */
 	read_response(PSN0 + 7, SWV_OP_READ_RESP_LAST);
-	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req->n_retries, 1u);
 	/* the replay arrives: A completes, and B, whose responses were all placed */
 	read_responses(PSN0, 1, 4);
 	CHECK_EQ(ncomps, 2);
@@ -517,7 +523,7 @@ static void test_read_response_lost(void)
 	CHECK_EQ(ncomps, 2);
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->retry_left, 3);
 }
 
 /* A sequence NAK for a PSN past the head READ says the READ executed, so its response
@@ -533,8 +539,8 @@ static void test_seq_nak_past_read(void)
 	respond(PSN0 + 6, 0x60);
 	respond(PSN0 + 9, 0x60);
 	respond(PSN0 + 11, 0x60);
-	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->n_retries, 1u);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	read_responses(PSN0, 1, 4);
 	respond(PSN0 + 12, 0x1f);
@@ -554,12 +560,12 @@ static void test_read_gap_once(void)
 	swv_req_run(qp);
 	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
 	read_response(PSN0 + 2, SWV_OP_READ_RESP_MIDDLE); /* PSN0+1 lost */
-	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req->n_retries, 1u);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE); /* its replay: progress */
 	read_responses(PSN0 + 4, 0, 4);			  /* B's: +3 of A lost this time */
-	CHECK_EQ(qp->req.n_retries, 2u);
-	CHECK_EQ(qp->req.retry_left, 2); /* reloaded by the progress, then one retry */
+	CHECK_EQ(qp->req->n_retries, 2u);
+	CHECK_EQ(qp->req->retry_left, 2); /* reloaded by the progress, then one retry */
 	read_response(PSN0 + 3, SWV_OP_READ_RESP_LAST);
 	CHECK_EQ(ncomps, 2);
 	for (int i = 0; i < ncomps; i++)
@@ -583,7 +589,7 @@ static void test_read_selective(void)
 	qp->sq.tail = 3;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 3);
-	uint32_t cwnd = qp->req.cwnd;
+	uint32_t cwnd = qp->req->cwnd;
 	for (uint32_t r = 0; r < 3; r++) {
 		static const uint8_t ops[4] = {SWV_OP_READ_RESP_FIRST, SWV_OP_READ_RESP_MIDDLE,
 					       SWV_OP_READ_RESP_MIDDLE, SWV_OP_READ_RESP_LAST};
@@ -593,8 +599,8 @@ static void test_read_selective(void)
 	}
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ncomps, 0);
-	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->req.cwnd, cwnd);
+	CHECK_EQ(qp->req->n_retries, 1u);
+	CHECK_EQ(qp->req->cwnd, cwnd);
 	CHECK_EQ(ntx, 6);
 	static const uint32_t lost[3] = {PSN0 + 1, PSN0 + 6, PSN0 + 9};
 	for (int i = 0; i < 3; i++) {
@@ -608,7 +614,7 @@ static void test_read_selective(void)
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(ntx, 6);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->retry_left, 3);
 }
 
 /* A lost READ request: the responder NAKs its PSN and keeps the requests after it
@@ -623,13 +629,13 @@ static void test_read_request_lost(void)
 	qp->sq.tail = 3;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 3);
-	uint32_t cwnd = qp->req.cwnd;
+	uint32_t cwnd = qp->req->cwnd;
 	respond(PSN0, 0x60); /* A's request lost; B's and C's kept */
 	CHECK_EQ(ntx, 4);
 	CHECK_EQ(tx_psn[3], PSN0);
 	CHECK_EQ(tx_reth_len[3], 4 * MTU);
-	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->req.cwnd, cwnd);
+	CHECK_EQ(qp->req->n_retries, 1u);
+	CHECK_EQ(qp->req->cwnd, cwnd);
 	read_responses(PSN0, 0, 4);
 	read_responses(PSN0 + 4, 0, 4);
 	CHECK_EQ(ncomps, 2);
@@ -672,12 +678,12 @@ static void test_read_selective_probe(void)
 	/* its replay is lost: the probe, one-packet style, asks again for +1 only */
 	uint64_t p = swv_req_probe_ns(qp);
 	CHECK(p >= SWV_PROBE_SEL_MIN_NS && p < swv_ack_timeout_ns(qp) / 4);
-	swv_req_timer(qp, qp->req.probe_at);
-	CHECK_EQ(qp->req.n_probes, 1u);
+	swv_req_timer(qp, qp->req->probe_at);
+	CHECK_EQ(qp->req->n_probes, 1u);
 	CHECK_EQ(ntx, 3);
 	CHECK_EQ(tx_psn[2], PSN0 + 1);
 	CHECK_EQ(tx_reth_len[2], MTU);
-	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req->n_retries, 1u);
 	read_response(PSN0 + 1, SWV_OP_READ_RESP_MIDDLE);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
@@ -689,13 +695,13 @@ static void test_dup_rnr_nak(void)
 	setup(3, 1);
 	swv_req_run(qp);
 	respond(PSN0, 0x20 | 1);
-	CHECK_EQ(qp->req.rnr_left, 0);
-	CHECK(qp->req.rnr_until != 0);
+	CHECK_EQ(qp->req->rnr_left, 0);
+	CHECK(qp->req->rnr_until != 0);
 	respond(PSN0, 0x20 | 1); /* the copy: with rnr_retry 1 this used to fail the WQE */
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ncomps, 0);
 	int sent = ntx;
-	swv_req_timer(qp, qp->req.rnr_until); /* the wait ends: resend from PSN0 */
+	swv_req_timer(qp, qp->req->rnr_until); /* the wait ends: resend from PSN0 */
 	CHECK(ntx > sent);
 	CHECK_EQ(tx_psn[sent], PSN0);
 	respond(PSN0, 0x20 | 1); /* refused again after the resend: now it is exhausted */
@@ -751,14 +757,14 @@ static void test_no_ackreq_in_window(void)
 	w->sge[0].length = 200 * MTU;
 	qp->sq.tail = 1;
 	swv_req_reset(qp);
-	qp->req.window = qp->req.cwnd = 128;
+	qp->req->window = qp->req->cwnd = 128;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 128);
 	int at = ntx;
 	respond(PSN0 + 64, 0x60); /* +64 lost: +0..+63 arrived; +64 resent, then new ones */
 	CHECK_EQ(tx_psn[at], PSN0 + 64);
 	CHECK(tx_ackreq[at]);
-	qp->req.cwnd = 32; /* as go-back-N retries under loss leave it */
+	qp->req->cwnd = 32; /* as go-back-N retries under loss leave it */
 	int from = ntx;
 	respond(PSN0 + 64, 0x1f); /* a peer that kept nothing after +64: go back N */
 	CHECK(ntx - from >= 32);
@@ -767,7 +773,7 @@ static void test_no_ackreq_in_window(void)
 	bool asked = false;
 	for (int i = from; i < ntx; i++)
 		asked |= tx_ackreq[i];
-	CHECK(asked || qp->req.ack_deadline || qp->req.probe_at);
+	CHECK(asked || qp->req->ack_deadline || qp->req->probe_at);
 }
 
 /* A late copy of a sequence NAK (a network duplicate, after the hold-off) while an RNR
@@ -779,15 +785,15 @@ static void test_rnr_wait_vs_late_nak(void)
 	setup(3, 7);
 	swv_req_run(qp);
 	respond(PSN0 + 3, 0x60); /* WQE 0 done, go back to +3 */
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	respond(PSN0 + 3, 0x20 | 0); /* the resent +3: RNR, wait 655 ms */
-	CHECK(qp->req.rnr_until != 0);
-	CHECK_EQ(qp->req.ack_deadline, 0);
+	CHECK(qp->req->rnr_until != 0);
+	CHECK_EQ(qp->req->ack_deadline, 0);
 	usleep(1500); /* past the hold-off (ACK timeout / 8 = 0.5 ms) */
 	respond(PSN0 + 3, 0x60); /* the first NAK, duplicated and delayed by the network */
-	while (qp->state == IBV_QPS_RTS && qp->req.ack_deadline &&
-	       qp->req.ack_deadline < qp->req.rnr_until)
-		swv_req_timer(qp, qp->req.ack_deadline);
+	while (qp->state == IBV_QPS_RTS && qp->req->ack_deadline &&
+	       qp->req->ack_deadline < qp->req->rnr_until)
+		swv_req_timer(qp, qp->req->ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ncomps, 1); /* only WQE 0 */
 }
@@ -801,11 +807,11 @@ static void test_karn_after_probe(void)
 	setup(3, 7);
 	swv_req_run(qp);
 	usleep(3000); /* the peer is slow: its ACK takes > 3 ms */
-	swv_req_timer(qp, qp->req.probe_at);
-	CHECK_EQ(qp->req.n_probes, 1u);
+	swv_req_timer(qp, qp->req->probe_at);
+	CHECK_EQ(qp->req->n_probes, 1u);
 	respond(PSN0 + 3 * NWQE - 1, 0x1f); /* the ACK of the original transmission */
 	CHECK_EQ(ncomps, (int)NWQE);
-	CHECK_EQ(qp->req.srtt_ns, 0); /* no valid sample */
+	CHECK_EQ(qp->req->srtt_ns, 0); /* no valid sample */
 }
 
 /* The window under loss never exceeds the peer's buffer window, even when that is below
@@ -814,14 +820,14 @@ static void test_karn_after_probe(void)
 static void test_cwnd_past_small_window(void)
 {
 	setup(3, 7);
-	qp->req.window = qp->req.cwnd = 8;
+	qp->req->window = qp->req->cwnd = 8;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 8);
-	swv_req_timer(qp, qp->req.ack_deadline); /* a retry: cwnd = max(8/2, 16) = 16 */
+	swv_req_timer(qp, qp->req->ack_deadline); /* a retry: cwnd = max(8/2, 16) = 16 */
 	respond(PSN0 + 2, 0x1f);
 	respond(PSN0 + 5, 0x1f);
 	respond(PSN0 + 8, 0x1f);
-	CHECK(qp->req.cwnd <= qp->req.window);
+	CHECK(qp->req->cwnd <= qp->req->window);
 }
 
 /* timeout 0: the tail-loss probe spends no retry, so it runs without an ACK timer too;
@@ -834,7 +840,7 @@ static void test_timeout0_tail_loss(void)
 	swv_req_run(qp);
 	respond(PSN0 + 8, 0x1f); /* WQEs 0-2; the ACK for +11 is lost */
 	CHECK_EQ(ncomps, 3);
-	CHECK(qp->req.probe_at != 0);
+	CHECK(qp->req->probe_at != 0);
 }
 
 /* Selective repeat: a sequence NAK inside a WRITE resends only the NAKed packet, with
@@ -850,8 +856,8 @@ static void test_selective_resend(void)
 	CHECK_EQ(ntx, (int)(3 * NWQE) + 1);
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 4);
 	CHECK(tx_ackreq[ntx - 1]);
-	CHECK_EQ(qp->req.retry_left, 2);
-	CHECK_EQ(qp->req.n_sel_resends, 1u);
+	CHECK_EQ(qp->req->retry_left, 2);
+	CHECK_EQ(qp->req->n_sel_resends, 1u);
 	/* the cursor did not go back: a WQE posted now goes out as new */
 	post_write();
 	swv_req_run(qp);
@@ -864,7 +870,7 @@ static void test_selective_resend(void)
 	CHECK_EQ(ncomps, 3);
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 9);
 	CHECK_EQ(count_tx(PSN0 + 9), 2);
-	CHECK_EQ(qp->req.retry_left, 2); /* progress reloaded it, the NAK took one */
+	CHECK_EQ(qp->req->retry_left, 2); /* progress reloaded it, the NAK took one */
 	/* the answer covers what the responder kept: everything completes in order */
 	int sent = ntx;
 	respond(PSN0 + 14, 0x1f);
@@ -874,8 +880,8 @@ static void test_selective_resend(void)
 		CHECK_EQ(comps[i].wc.wr_id, 100u + i);
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 	}
-	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req->retry_left, 3);
 }
 
 /* A responder without a reorder buffer (Linux rxe drops what follows a gap): the ACK
@@ -890,20 +896,20 @@ static void test_selective_fallback(void)
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 4);
 	int sent = ntx;
 	respond(PSN0 + 4, 0x1f); /* +4 executed, +5.. were dropped */
-	CHECK_EQ(qp->req.n_sr_fallbacks, 1u);
-	CHECK_EQ(qp->req.una_psn, PSN0 + 5);
+	CHECK_EQ(qp->req->n_sr_fallbacks, 1u);
+	CHECK_EQ(qp->req->una_psn, PSN0 + 5);
 	CHECK_EQ(ntx, sent + (int)(3 * NWQE - 5)); /* +5 .. +11 once more */
 	CHECK_EQ(tx_psn[sent], PSN0 + 5);
 	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 3 * NWQE; psn++)
 		CHECK_EQ(count_tx(psn), 2);
-	CHECK_EQ(qp->req.retry_left, 3); /* the ACK was progress; no retry for this */
+	CHECK_EQ(qp->req->retry_left, 3); /* the ACK was progress; no retry for this */
 	/* such a peer drops past every gap: the next NAKs go back N at once */
 	sent = ntx;
 	respond(PSN0 + 8, 0x60);
 	CHECK_EQ(ntx, sent + (int)(3 * NWQE - 8)); /* +8 .. +11 */
 	CHECK_EQ(tx_psn[sent], PSN0 + 8);
-	CHECK_EQ(qp->req.n_sel_resends, 1u);
-	CHECK_EQ(qp->req.sr_gbn_left, SWV_SR_GBN_AFTER_FALLBACK - 1);
+	CHECK_EQ(qp->req->n_sel_resends, 1u);
+	CHECK_EQ(qp->req->sr_gbn_left, SWV_SR_GBN_AFTER_FALLBACK - 1);
 	respond(PSN0 + 3 * NWQE - 1, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
@@ -918,15 +924,15 @@ static void test_selective_retry_count(void)
 	setup(1, 7);
 	swv_req_run(qp);
 	respond(PSN0 + 4, 0x60);
-	CHECK_EQ(qp->req.retry_left, 0);
+	CHECK_EQ(qp->req->retry_left, 0);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	qp->req.seq_nak_at -= 1000000000ull; /* past the copy hold-off: asked again */
+	qp->req->seq_nak_at -= 1000000000ull; /* past the copy hold-off: asked again */
 	int sent = ntx;
 	respond(PSN0 + 4, 0x60);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[sent], PSN0 + 4);
-	swv_req_timer(qp, qp->req.ack_deadline);
+	swv_req_timer(qp, qp->req->ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(ncomps, 2);
 	CHECK_EQ(comps[1].wc.wr_id, 101u);
@@ -943,13 +949,13 @@ static void test_selective_probe(void)
 	respond(PSN0 + 2, 0x1f); /* WQE 0 done, then silence: the tail was lost */
 	CHECK_EQ(ncomps, 1);
 	int sent = ntx;
-	CHECK(qp->req.probe_at != 0);
-	swv_req_timer(qp, qp->req.probe_at);
+	CHECK(qp->req->probe_at != 0);
+	swv_req_timer(qp, qp->req->probe_at);
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[sent], PSN0 + 3);
 	CHECK(tx_ackreq[sent]);
-	CHECK_EQ(qp->req.n_probes, 1u);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->n_probes, 1u);
+	CHECK_EQ(qp->req->retry_left, 3);
 	respond(PSN0 + 3, 0x1f);
 	CHECK_EQ(ntx, sent + 1 + (int)(3 * NWQE - 4));
 	CHECK_EQ(tx_psn[sent + 1], PSN0 + 4);
@@ -966,7 +972,7 @@ static void test_selective_probe_unmeasured(void)
 	setup(3, 7);
 	qp->attr.timeout = 14; /* 67 ms: a quarter is 16.8 ms */
 	swv_req_run(qp);
-	CHECK_EQ(qp->req.srtt_ns, 0);
+	CHECK_EQ(qp->req->srtt_ns, 0);
 	CHECK_EQ(swv_req_probe_ns(qp), SWV_PROBE_MIN_NS);
 	setup(3, 7);
 	qp->attr.timeout = 14;
@@ -1011,24 +1017,24 @@ static void test_ud_refused_drop(void)
 	post_ud_send(other);
 	swv_req_run(qp);
 	CHECK_EQ(ncomps, 0); /* refused: the head waits, and everything behind it */
-	CHECK(qp->req.xmit_retry_at != 0);
+	CHECK(qp->req->xmit_retry_at != 0);
 	swv_req_run(qp);
 	CHECK_EQ(ncomps, 0); /* within the bound: still waiting */
 	/* the bound has passed */
-	qp->req.ud_refused_since -= SWV_UD_REFUSED_DROP_NS;
+	qp->req->ud_refused_since -= SWV_UD_REFUSED_DROP_NS;
 	swv_req_run(qp);
 	CHECK_EQ(ncomps, 3); /* both to the stalled one dropped, the other one sent */
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 		CHECK_EQ(comps[i].wc.wr_id, 200u + (unsigned)i);
 	}
-	CHECK_EQ(qp->req.n_ud_refused_drops, 2u);
+	CHECK_EQ(qp->req->n_ud_refused_drops, 2u);
 	CHECK_EQ(ntx, 1);
 	/* still refusing: dropped at once */
 	post_ud_send(stalled);
 	swv_req_run(qp);
 	CHECK_EQ(ncomps, 4);
-	CHECK_EQ(qp->req.n_ud_refused_drops, 3u);
+	CHECK_EQ(qp->req->n_ud_refused_drops, 3u);
 	/* it takes one again; the next refusal waits the bound again */
 	refused_port = 0;
 	post_ud_send(stalled);
@@ -1039,7 +1045,7 @@ static void test_ud_refused_drop(void)
 	post_ud_send(stalled);
 	swv_req_run(qp);
 	CHECK_EQ(ncomps, 5);
-	CHECK_EQ(qp->req.n_ud_refused_drops, 3u);
+	CHECK_EQ(qp->req->n_ud_refused_drops, 3u);
 	qp->sq.head = qp->sq.tail;
 
 	/* RC: a refused packet is never dropped, however long the refusal lasts */
@@ -1050,11 +1056,11 @@ static void test_ud_refused_drop(void)
 					.sin_port = htons(stalled)};
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 0);
-	qp->req.ud_refused_since = swv_now_ns() - 2 * SWV_UD_REFUSED_DROP_NS;
+	qp->req->ud_refused_since = swv_now_ns() - 2 * SWV_UD_REFUSED_DROP_NS;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, 0);
 	CHECK_EQ(ncomps, 0);
-	CHECK_EQ(qp->req.n_ud_refused_drops, 0u);
+	CHECK_EQ(qp->req->n_ud_refused_drops, 0u);
 	refused_port = 0;
 }
 
@@ -1091,7 +1097,7 @@ static void test_read_then_answered(void)
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(ntx, sent);
-	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req->n_retries, 1u);
 
 	setup(3, 7);
 	make_reads(1); /* READ A PSN0..+3, FETCH_AND_ADD B +4 */
@@ -1112,7 +1118,7 @@ static void test_read_then_answered(void)
 	atomic_ack(PSN0 + 4, 77);	 /* the responder's replay */
 	CHECK_EQ(ncomps, 2);
 	CHECK_EQ(comps[1].wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(qp->req.n_retries, 1u);
+	CHECK_EQ(qp->req->n_retries, 1u);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 }
 
@@ -1135,12 +1141,12 @@ static void test_read_long_slots_cleared(void)
 			     : k == 599 ? SWV_OP_READ_RESP_LAST
 					: SWV_OP_READ_RESP_MIDDLE;
 		read_response(PSN0 + k, op);
-		if (qp->sq.head == 0 && (int)(qp->req.una_psn - PSN0) != (int)k + 1)
+		if (qp->sq.head == 0 && (int)(qp->req->una_psn - PSN0) != (int)k + 1)
 			swv_req_run(qp); /* past the window: requested in chunks */
 	}
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	r->next_psn = r->una_psn = r->sent_psn = r->cwnd_una = r->rd_rereq_psn = PSN0 + 512;
 	qp->sq.tail = 2; /* READ B: PSN0 + 512 .. +515 */
 	swv_req_run(qp);
@@ -1179,7 +1185,7 @@ static void test_read_past_window(void)
 	CHECK_EQ(tx_psn[1], PSN0 + 10);
 	CHECK_EQ(tx_reth_len[1], MTU);
 	read_response(PSN0 + 10, SWV_OP_READ_RESP_MIDDLE);
-	CHECK_EQ(qp->req.una_psn, PSN0 + far);
+	CHECK_EQ(qp->req->una_psn, PSN0 + far);
 	CHECK_EQ(ntx, 3);
 	CHECK_EQ(tx_psn[2], PSN0 + far);
 	CHECK_EQ(tx_reth_len[2], (n - far) * MTU);
@@ -1189,8 +1195,8 @@ static void test_read_past_window(void)
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(ntx, 3);
-	CHECK_EQ(qp->req.n_retries, 1u);
-	CHECK_EQ(qp->req.n_probes, 0u);
+	CHECK_EQ(qp->req->n_retries, 1u);
+	CHECK_EQ(qp->req->n_probes, 0u);
 }
 
 /* Selective ACK: a sequence NAK with a map makes the requester resend every hole the
@@ -1213,14 +1219,14 @@ static void test_sack_holes(void)
 	CHECK_EQ(tx_psn[ntx - 2], PSN0 + 5);
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 7);
 	CHECK(tx_ackreq[ntx - 1]);
-	CHECK_EQ(qp->req.retry_left, 2);
-	CHECK_EQ(qp->req.n_holes_resent, 3u);
-	CHECK_EQ(qp->req.n_sack_naks, 1u);
+	CHECK_EQ(qp->req->retry_left, 2);
+	CHECK_EQ(qp->req->n_holes_resent, 3u);
+	CHECK_EQ(qp->req->n_sack_naks, 1u);
 	/* a copy (or a NAK again within the round trip): nothing more */
 	int sent = ntx;
 	respond_sack(PSN0 + 4, 0x60, 4, held, 3);
 	CHECK_EQ(ntx, sent);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	/* +4, +5 arrived: the ACK for +6 says +8, +9, +11 are held, so +10 is a new hole;
 	 * +7 was resent already */
 	const uint32_t held2[] = {PSN0 + 8, PSN0 + 9, PSN0 + 11};
@@ -1229,7 +1235,7 @@ static void test_sack_holes(void)
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 10);
 	CHECK(tx_ackreq[ntx - 1]);
-	CHECK_EQ(qp->req.retry_left, 3); /* progress; the ACK's hole took no retry */
+	CHECK_EQ(qp->req->retry_left, 3); /* progress; the ACK's hole took no retry */
 	for (uint32_t psn = PSN0 + 4; psn < PSN0 + 3 * NWQE; psn++)
 		CHECK_EQ(count_tx(psn),
 			 psn == PSN0 + 4 || psn == PSN0 + 5 || psn == PSN0 + 7 || psn == PSN0 + 10
@@ -1239,7 +1245,7 @@ static void test_sack_holes(void)
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
 		CHECK_EQ(comps[i].wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(qp->req.n_sr_fallbacks, 0u);
+	CHECK_EQ(qp->req->n_sr_fallbacks, 0u);
 }
 
 /* The responder's update between NAKs is an ACK for ePSN - 1, one below una once the
@@ -1251,16 +1257,16 @@ static void test_sack_update(void)
 	swv_req_run(qp);
 	const uint32_t held[] = {PSN0 + 5};
 	respond_sack(PSN0 + 4, 0x60, 4, held, 1); /* the NAK at the gap knows +5 only */
-	CHECK_EQ(qp->req.una_psn, PSN0 + 4);
+	CHECK_EQ(qp->req->una_psn, PSN0 + 4);
 	CHECK_EQ(count_tx(PSN0 + 4), 2);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	int sent = ntx;
 	const uint32_t held2[] = {PSN0 + 5, PSN0 + 7, PSN0 + 8};
 	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
 	CHECK_EQ(ntx, sent + 1);
 	CHECK_EQ(tx_psn[ntx - 1], PSN0 + 6);
 	CHECK(tx_ackreq[ntx - 1]);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(ncomps, 1);
 	/* the same update again (a copy): nothing */
 	respond_sack(PSN0 + 3, 0x00, 4, held2, 3);
@@ -1282,19 +1288,19 @@ static void test_sack_again(void)
 	swv_req_run(qp);
 	const uint32_t held[] = {PSN0 + 6};
 	respond_sack(PSN0 + 4, 0x60, 4, held, 1);
-	CHECK_EQ(qp->req.retry_left, 0);
+	CHECK_EQ(qp->req->retry_left, 0);
 	CHECK_EQ(count_tx(PSN0 + 4), 2);
 	CHECK_EQ(count_tx(PSN0 + 5), 2);
 	int sent = ntx;
-	qp->req.seq_nak_at -= 1000000000ull; /* past the copy hold-off */
+	qp->req->seq_nak_at -= 1000000000ull; /* past the copy hold-off */
 	for (uint32_t i = 0; i < SWV_MAX_UNACKED_PSNS; i++)
-		qp->req.sack_us[i] -= 1000000u;
+		qp->req->sack_us[i] -= 1000000u;
 	respond_sack(PSN0 + 4, 0x60, 4, held, 1);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(count_tx(PSN0 + 4), 3);
 	CHECK_EQ(count_tx(PSN0 + 5), 3);
 	CHECK_EQ(ntx, sent + 2);
-	swv_req_timer(qp, qp->req.ack_deadline);
+	swv_req_timer(qp, qp->req->ack_deadline);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	CHECK_EQ(comps[ncomps - 1].wc.status, IBV_WC_RETRY_EXC_ERR);
 }
@@ -1317,7 +1323,7 @@ static void test_sack_bad_map(void)
 	for (int i = sent; i < ntx; i++)
 		CHECK(swv_psn_cmp(tx_psn[i], PSN0 + 3 * NWQE) < 0);
 	CHECK_EQ(ncomps, 1);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	/* old PSNs: an ACK or NAK with a map below una is stale and ignored */
 	sent = ntx;
 	const uint32_t old[] = {PSN0 + 2};
@@ -1335,7 +1341,7 @@ static void test_sack_bad_map(void)
 	CHECK_EQ(count_tx(PSN0 + 4), 2);
 	for (uint32_t psn = PSN0 + 5; psn < PSN0 + 12; psn++)
 		CHECK_EQ(count_tx(psn), 1);
-	CHECK_EQ(qp->req.una_psn, PSN0 + 4);
+	CHECK_EQ(qp->req->una_psn, PSN0 + 4);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 }
 
@@ -1347,7 +1353,7 @@ static void test_sack_wrap(void)
 	setup(3, 7);
 	qp->attr.sq_psn = w0;
 	swv_req_reset(qp);
-	qp->req.window = qp->req.cwnd = 128;
+	qp->req->window = qp->req->cwnd = 128;
 	swv_req_run(qp);
 	CHECK_EQ(ntx, (int)(3 * NWQE));
 	CHECK_EQ(tx_psn[4], 0u);
@@ -1369,8 +1375,8 @@ static void test_sack_wrap(void)
 	CHECK_EQ(tx_psn[ntx - 2], 0xffffffu);
 	CHECK_EQ(tx_psn[ntx - 1], 0x000001u);
 	CHECK(tx_ackreq[ntx - 1]);
-	CHECK_EQ(qp->req.retry_left, 2);
-	CHECK_EQ(qp->req.una_psn, 0xfffffeu);
+	CHECK_EQ(qp->req->retry_left, 2);
+	CHECK_EQ(qp->req->una_psn, 0xfffffeu);
 	respond((w0 + 3 * NWQE - 1) & SWV_PSN_MASK, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE);
 	for (int i = 0; i < ncomps; i++)
@@ -1381,7 +1387,7 @@ static void test_sack_wrap(void)
  * hole), as if the next answer arrived long after them. */
 static void past_holdoffs(void)
 {
-	struct swv_req_state *r = &qp->req;
+	struct swv_req_state *r = qp->req;
 	if (r->implied_retry_at)
 		r->implied_retry_at -= 1000000000ull;
 	r->implied_echoes = 0;
@@ -1406,7 +1412,7 @@ static void test_one_loss_one_retry(void)
 	w->sge[0].length = 8;
 	swv_req_run(qp);
 	respond(PSN0 + 3, 0x1f); /* WRITE 1 executed: the atomic's response was lost */
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(count_tx(PSN0), 2);
 	past_holdoffs();
 	respond(PSN0 + 4, 0x1f);
@@ -1417,13 +1423,13 @@ static void test_one_loss_one_retry(void)
 	past_holdoffs();
 	respond(PSN0 + 9, 0x1f); /* the last PSN sent before the retry */
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	CHECK_EQ(ncomps, 0);
 	/* a resend lost too is the tail-loss probe's, for no retry either */
 	int sent = count_tx(PSN0);
-	swv_req_timer(qp, qp->req.probe_at);
+	swv_req_timer(qp, qp->req->probe_at);
 	CHECK_EQ(count_tx(PSN0), sent + 1);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	/* an answer for a PSN first sent after the round began is a new loss (the
 	 * responder executed the resent atomic): that costs a retry */
 	post_write(); /* +10..+12 */
@@ -1431,11 +1437,11 @@ static void test_one_loss_one_retry(void)
 	CHECK_EQ(count_tx(PSN0 + 12), 1);
 	past_holdoffs();
 	respond(PSN0 + 12, 0x1f);
-	CHECK_EQ(qp->req.retry_left, 1);
+	CHECK_EQ(qp->req->retry_left, 1);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	atomic_ack(PSN0, 5); /* the resend's answer: progress */
 	CHECK_EQ(ncomps, 1);
-	CHECK_EQ(qp->req.retry_left, 3);
+	CHECK_EQ(qp->req->retry_left, 3);
 	respond(PSN0 + 12, 0x1f);
 	CHECK_EQ(ncomps, (int)NWQE + 1);
 	for (int i = 0; i < ncomps; i++)
@@ -1446,14 +1452,14 @@ static void test_one_loss_one_retry(void)
 	swv_req_run(qp);
 	read_response(PSN0, SWV_OP_READ_RESP_FIRST);
 	read_responses(PSN0, 3, 4); /* +1, +2 lost */
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	const uint32_t naks[] = {PSN0 + 6, PSN0 + 9, PSN0 + 11, PSN0 + 12};
 	for (unsigned i = 0; i < SWV_ARRAY_SIZE(naks); i++) {
 		past_holdoffs();
 		respond(naks[i], 0x60);
 	}
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	read_responses(PSN0, 1, 3);
 	CHECK_EQ(ncomps, 3); /* the READ, and the WRITEs the NAKs answered */
 	respond(PSN0 + 12, 0x1f);
@@ -1483,21 +1489,21 @@ static void test_nak_forever_bounded(void)
 		swv_req_run(qp);
 		uint32_t nak = kind == 0 ? PSN0 + 4 : kind == 1 ? PSN0 + 2 : PSN0;
 		respond(nak, 0x60);
-		CHECK_EQ(qp->req.retry_left, 2);
+		CHECK_EQ(qp->req->retry_left, 2);
 		int timeouts = 0;
 		while (qp->state == IBV_QPS_RTS && timeouts < 10) {
-			uint64_t dl = qp->req.ack_deadline;
+			uint64_t dl = qp->req->ack_deadline;
 			CHECK(dl != 0);
 			for (int i = 0; i < 20; i++) {
 				past_holdoffs();
 				int sent = ntx;
 				respond(nak, 0x60);
 				CHECK(ntx > sent || kind == 1); /* resent, as asked */
-				CHECK_EQ(qp->req.ack_deadline,
+				CHECK_EQ(qp->req->ack_deadline,
 					 dl); /* a free resend renews nothing */
-				if (qp->req.probe_at && qp->req.probe_at < dl)
-					swv_req_timer(qp, qp->req.probe_at);
-				CHECK_EQ(qp->req.ack_deadline, dl);
+				if (qp->req->probe_at && qp->req->probe_at < dl)
+					swv_req_timer(qp, qp->req->probe_at);
+				CHECK_EQ(qp->req->ack_deadline, dl);
 			}
 			swv_req_timer(qp, dl);
 			timeouts++;
@@ -1518,14 +1524,14 @@ static void test_rnr_ends_round(void)
 	setup(3, 7);
 	swv_req_run(qp);
 	respond(PSN0 + 4, 0x60); /* WQE 0 done; a retry from +4 opens a round */
-	CHECK_EQ(qp->req.retry_left, 2);
+	CHECK_EQ(qp->req->retry_left, 2);
 	int cycles = 0;
 	while (qp->state == IBV_QPS_RTS && cycles < 10) {
 		past_holdoffs();
 		respond(PSN0 + 4, 0x20 | 1); /* +4 found no receive WQE */
-		CHECK_EQ(qp->req.ack_deadline, 0u);
+		CHECK_EQ(qp->req->ack_deadline, 0u);
 		respond(PSN0 + 4, 0x60); /* a late copy while waiting: the wait's */
-		swv_req_timer(qp, qp->req.rnr_until);
+		swv_req_timer(qp, qp->req->rnr_until);
 		CHECK_EQ(count_tx(PSN0 + 4), 3 + 2 * cycles);
 		past_holdoffs();
 		respond(PSN0 + 4, 0x60); /* the resend of +4 was lost, +5 arrived */
@@ -1543,31 +1549,31 @@ static void test_recovery_timing(void)
 {
 	setup(3, 7);
 	swv_req_run(qp);
-	CHECK(qp->req.rec_since != 0); /* the pipe was idle: an interval begins */
+	CHECK(qp->req->rec_since != 0); /* the pipe was idle: an interval begins */
 	respond(PSN0 + 2, 0x1f);       /* WQE 0, no loss */
-	CHECK_EQ(qp->req.n_rec[SWV_REC_NONE], 1u);
+	CHECK_EQ(qp->req->n_rec[SWV_REC_NONE], 1u);
 	respond(PSN0 + 4, 0x60); /* +3 done, +4 lost: the NAK is progress too */
-	CHECK_EQ(qp->req.n_rec[SWV_REC_NONE], 2u);
-	CHECK_EQ(qp->req.rec_kind, SWV_REC_NAK);
+	CHECK_EQ(qp->req->n_rec[SWV_REC_NONE], 2u);
+	CHECK_EQ(qp->req->rec_kind, SWV_REC_NAK);
 	respond(PSN0 + 5, 0x1f); /* the resend filled the hole */
-	CHECK_EQ(qp->req.n_rec[SWV_REC_NAK], 1u);
-	CHECK_EQ(qp->req.rec_kind, SWV_REC_NONE);
-	swv_req_timer(qp, qp->req.probe_at); /* silence: the probe */
-	CHECK_EQ(qp->req.n_probes, 1u);
+	CHECK_EQ(qp->req->n_rec[SWV_REC_NAK], 1u);
+	CHECK_EQ(qp->req->rec_kind, SWV_REC_NONE);
+	swv_req_timer(qp, qp->req->probe_at); /* silence: the probe */
+	CHECK_EQ(qp->req->n_probes, 1u);
 	/* a NAK in the same interval does not hide the probe */
 	respond(PSN0 + 8, 0x60);
-	CHECK_EQ(qp->req.n_rec[SWV_REC_PROBE], 1u);
-	swv_req_timer(qp, qp->req.ack_deadline); /* silence past the ACK timeout */
-	CHECK_EQ(qp->req.n_timeouts, 1u);
-	CHECK_EQ(qp->req.rec_kind, SWV_REC_TIMEOUT);
+	CHECK_EQ(qp->req->n_rec[SWV_REC_PROBE], 1u);
+	swv_req_timer(qp, qp->req->ack_deadline); /* silence past the ACK timeout */
+	CHECK_EQ(qp->req->n_timeouts, 1u);
+	CHECK_EQ(qp->req->rec_kind, SWV_REC_TIMEOUT);
 	respond(PSN0 + 3 * NWQE - 1, 0x1f); /* everything: idle */
 	CHECK_EQ(ncomps, (int)NWQE);
-	CHECK_EQ(qp->req.n_rec[SWV_REC_TIMEOUT], 1u);
-	CHECK_EQ(qp->req.rec_since, 0u);
+	CHECK_EQ(qp->req->n_rec[SWV_REC_TIMEOUT], 1u);
+	CHECK_EQ(qp->req->rec_since, 0u);
 	uint64_t n = 0;
 	for (int k = 0; k < SWV_REC_KINDS; k++) {
-		n += qp->req.n_rec[k];
-		CHECK(qp->req.rec_max_ns[k] * qp->req.n_rec[k] >= qp->req.rec_ns[k]);
+		n += qp->req->n_rec[k];
+		CHECK(qp->req->rec_max_ns[k] * qp->req->n_rec[k] >= qp->req->rec_ns[k]);
 	}
 	CHECK_EQ(n, 5u);
 }

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "transport/flowctl.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
@@ -65,9 +66,14 @@ static struct swv_pkt ctl(uint8_t type, uint32_t value, uint8_t *buf)
 	return p;
 }
 
+/* One QP at a time: its transport state lives here. */
+static struct swv_qp_transport qp_tp;
+
 static void init_qp(struct swv_qp *qp, enum ibv_qp_type type, enum ibv_qp_state state, uint32_t psn)
 {
 	memset(qp, 0, sizeof(*qp));
+	memset(&qp_tp, 0, sizeof(qp_tp));
+	swv_qp_transport_attach(qp, &qp_tp);
 	qp->type = type;
 	qp->state = state;
 	qp->mtu = 1024;
@@ -99,38 +105,38 @@ static void test_sender(void)
 	CHECK_EQ(swv_fc_tx_room(&qp, PSN(p0 + 1)), SWV_FC_INITIAL - 1);
 	swv_fc_tx_sent(&qp, PSN(p0 + SWV_FC_INITIAL));
 	uint32_t next = PSN(p0 + SWV_FC_INITIAL);
-	CHECK_EQ(qp.req.fc.next, next);
+	CHECK_EQ(qp.req->fc.next, next);
 	CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
 
 	/* Blocked: a probe is due SWV_FC_PROBE_NS later, carrying the next PSN. */
 	swv_fc_tx_blocked(&qp);
-	uint64_t t0 = qp.req.fc.blocked_since, due = qp.req.fc.probe_at;
+	uint64_t t0 = qp.req->fc.blocked_since, due = qp.req->fc.probe_at;
 	CHECK(t0 != 0 && due == t0 + SWV_FC_PROBE_NS);
-	CHECK_EQ(qp.req.fc.n_blocked, 1);
+	CHECK_EQ(qp.req->fc.n_blocked, 1);
 	swv_fc_tx_blocked(&qp); /* again while armed: nothing changes */
-	CHECK_EQ(qp.req.fc.probe_at, due);
+	CHECK_EQ(qp.req->fc.probe_at, due);
 	swv_fc_tx_timer(&qp, due - 1);
 	CHECK_EQ(sent.n, 1);
 	swv_fc_tx_timer(&qp, due);
 	CHECK_EQ(sent.n, 2);
 	CHECK_EQ(sent.type, SWV_FC_PROBE);
 	CHECK_EQ(sent.value, next);
-	CHECK_EQ(qp.req.fc.n_probes, 2);
-	CHECK_EQ(qp.req.fc.probe_at, 0);
+	CHECK_EQ(qp.req->fc.n_probes, 2);
+	CHECK_EQ(qp.req->fc.probe_at, 0);
 	CHECK_EQ(swv_fc_tx_room(&qp, next), 0); /* a live peer is waited for */
 	swv_fc_tx_blocked(&qp);			/* what the requester does next */
-	CHECK_EQ(qp.req.fc.n_blocked, 1);	/* the same wait */
+	CHECK_EQ(qp.req->fc.n_blocked, 1);	/* the same wait */
 
 	/* A CREDIT that opens no room is kept but ends no wait. */
 	struct swv_pkt p = ctl(SWV_FC_CREDIT, next, buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
-	CHECK_EQ(qp.req.fc.blocked_since, t0);
+	CHECK_EQ(qp.req->fc.blocked_since, t0);
 	/* One that does ends it: the caller is told to run the requester. */
 	p = ctl(SWV_FC_CREDIT, PSN(next + 100), buf);
 	CHECK(swv_fc_rx_control(&qp, &p));
 	CHECK_EQ(swv_fc_tx_room(&qp, next), 100);
-	CHECK_EQ(qp.req.fc.probe_at, 0);
-	CHECK_EQ(qp.req.fc.blocked_since, 0);
+	CHECK_EQ(qp.req->fc.probe_at, 0);
+	CHECK_EQ(qp.req->fc.blocked_since, 0);
 	/* An older or repeated CREDIT changes nothing (and wakes nobody). */
 	p = ctl(SWV_FC_CREDIT, PSN(next + 50), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
@@ -151,7 +157,7 @@ static void test_sender(void)
 	/* Beyond anything a receiver grants: the sides disagree on PSNs. Not taken; a
 	 * probe tells the receiver where this sender is. */
 	int n0 = sent.n;
-	qp.req.fc.last_probe = 0;
+	qp.req->fc.last_probe = 0;
 	p = ctl(SWV_FC_CREDIT, PSN(next + SWV_FC_MAX_WINDOW + SWV_FC_INITIAL + 1), buf);
 	CHECK(!swv_fc_rx_control(&qp, &p));
 	CHECK_EQ(swv_fc_tx_room(&qp, next), 200);
@@ -168,16 +174,16 @@ static void test_sender(void)
 	swv_fc_tx_sent(&qp, next);
 	CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
 	swv_fc_tx_blocked(&qp);
-	t0 = qp.req.fc.blocked_since;
+	t0 = qp.req->fc.blocked_since;
 	int probes = 0;
 	for (uint64_t now = t0 + SWV_FC_PROBE_NS; now < t0 + SWV_FC_DEAD_NS;
 	     now += 100 * SWV_FC_PROBE_NS) {
-		qp.req.fc.probe_at = now;
+		qp.req->fc.probe_at = now;
 		swv_fc_tx_timer(&qp, now);
 		probes++;
 		CHECK_EQ(swv_fc_tx_room(&qp, next), 0);
 	}
-	qp.req.fc.probe_at = t0 + SWV_FC_DEAD_NS;
+	qp.req->fc.probe_at = t0 + SWV_FC_DEAD_NS;
 	swv_fc_tx_timer(&qp, t0 + SWV_FC_DEAD_NS);
 	CHECK_EQ(swv_fc_tx_room(&qp, next), SWV_FC_INITIAL);
 	CHECK_EQ(sent.type, SWV_FC_PROBE);
@@ -210,18 +216,18 @@ static void test_receiver(void)
 		swv_fc_rx_data(&qp, PSN(p0 + i));
 	CHECK_EQ(sent.n, 1 + 8);
 	CHECK_EQ(sent.value, PSN(p0 + 2 * w + 1 + w));
-	CHECK_EQ(qp.resp.fc.n_credits, 9);
+	CHECK_EQ(qp.resp->fc.n_credits, 9);
 	uint32_t next = PSN(p0 + 2 * w + 1);
-	CHECK_EQ(qp.resp.fc.next, next);
+	CHECK_EQ(qp.resp->fc.next, next);
 
 	/* Duplicates and late packets cost nothing. */
 	swv_fc_rx_data(&qp, PSN(next - 1));
 	swv_fc_rx_data(&qp, PSN(next - 500));
-	CHECK_EQ(qp.resp.fc.next, next);
+	CHECK_EQ(qp.resp->fc.next, next);
 	CHECK_EQ(sent.n, 9);
 	/* Lost packets stop holding credit when a later one arrives. */
 	swv_fc_rx_data(&qp, PSN(next + w / 2));
-	CHECK_EQ(qp.resp.fc.next, PSN(next + w / 2 + 1));
+	CHECK_EQ(qp.resp->fc.next, PSN(next + w / 2 + 1));
 	CHECK_EQ(sent.n, 10);
 	CHECK_EQ(sent.value, PSN(next + w / 2 + 1 + w));
 
@@ -232,7 +238,7 @@ static void test_receiver(void)
 	CHECK_EQ(sent.n, 11);
 	CHECK_EQ(sent.type, SWV_FC_CREDIT);
 	CHECK_EQ(sent.value, PSN(next + w));
-	CHECK_EQ(qp.resp.fc.next, next);
+	CHECK_EQ(qp.resp->fc.next, next);
 }
 
 static void test_other_types(void)

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "inproc.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "transport/responder.h"
 
 static const enum ibv_qp_type types[3] = {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD};

@@ -18,6 +18,7 @@
 #include "core/completion.h"
 #include "core/mr.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/responder.h"
@@ -80,7 +81,7 @@ void swv_qp_to_error(struct swv_qp *qp)
 {
 	to_error_calls++;
 	qp->state = IBV_QPS_ERR;
-	qp->resp.tx_retry_at = 0; /* as the real one: held responses are not sent in ERR */
+	qp->resp->tx_retry_at = 0; /* as the real one: held responses are not sent in ERR */
 }
 
 /* Held responses arm the QP's timer through the requester's (one timer per QP). */
@@ -246,11 +247,12 @@ static uint8_t *fmem; /* 4 KiB, region 2: all rights, but its pages "fault" */
 static void setup(enum ibv_qp_type type)
 {
 	if (qp)
-		swv_resp_release(qp);
+		swv_qp_transport_free(qp); /* the responder's buffers too */
 	free(qp ? qp->rq.buf : NULL);
 	free(qp);
 	qp = calloc(1, sizeof(*qp));
 	CHECK_PTR(qp);
+	CHECK_OK(swv_qp_transport_alloc(qp));
 	qp->type = type;
 	qp->state = IBV_QPS_RTS;
 	qp->qpn = 0x777;
@@ -491,7 +493,7 @@ static void test_send(void)
 	CHECK_EQ(qp->rq.head, 1);
 	CHECK_EQ(nsent, 1);
 	check_ack(0, SWV_AETH_ACK, 102, 1);
-	CHECK_EQ(qp->resp.epsn, 103);
+	CHECK_EQ(qp->resp->epsn, 103);
 
 	/* duplicates: re-ACK with the last executed PSN, nothing re-executed */
 	memset(mem, 0, 600);
@@ -502,7 +504,7 @@ static void test_send(void)
 	check_ack(2, SWV_AETH_ACK, 102, 1);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(mem[0], 0);
-	CHECK_EQ(qp->resp.stats.duplicates, 2);
+	CHECK_EQ(qp->resp->stats.duplicates, 2);
 	CHECK_EQ(to_error_calls, 0);
 }
 
@@ -528,7 +530,7 @@ static void test_gap_and_rnr(void)
 	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
 	CHECK_EQ(nsent, 4);
 	check_ack(3, SWV_AETH_RNR | 12, 101, 1);
-	CHECK_EQ(qp->resp.epsn, 101);
+	CHECK_EQ(qp->resp->epsn, 101);
 	rx(SWV_OP_SEND_ONLY, 102, true, pattern, 10);
 	CHECK_EQ(nsent, 4);
 	post_recv(2, (uintptr_t)mem, 100, LKEY);
@@ -739,7 +741,7 @@ static void test_read(void)
 	check_read_resp(0, SWV_OP_READ_RESP_FIRST, 100, pattern, 256, 1);
 	check_read_resp(1, SWV_OP_READ_RESP_MIDDLE, 101, pattern + 256, 256, 1);
 	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
-	CHECK_EQ(qp->resp.epsn, 103);
+	CHECK_EQ(qp->resp->epsn, 103);
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_RDMA_READ);
 	CHECK_EQ(comps[0].bytes, 600);
@@ -758,7 +760,7 @@ static void test_read(void)
 	CHECK_EQ(sent[1].data[300 - 256], 0x77);
 	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 2);
 	CHECK_EQ(ncomps, 2);
-	CHECK_EQ(qp->resp.epsn, 104);
+	CHECK_EQ(qp->resp->epsn, 104);
 	memcpy(mem + 2048, pattern, 600);
 
 	/* mid-message restart: PSN 101, VA advanced by one MTU */
@@ -787,7 +789,7 @@ static void test_read(void)
 	rx_reth(SWV_OP_READ_REQUEST, 104, true, 0, 0, 0, NULL, 0, 0);
 	CHECK_EQ(nsent, 1);
 	check_read_resp(0, SWV_OP_READ_RESP_ONLY, 104, NULL, 0, 3);
-	CHECK_EQ(qp->resp.epsn, 105);
+	CHECK_EQ(qp->resp->epsn, 105);
 
 	/* ring of 4: the oldest resource is recycled after 4 more */
 	for (uint32_t i = 0; i < 4; i++)
@@ -817,12 +819,12 @@ static void test_read_link_full(void)
 	xmit_fail_at = 1; /* MIDDLE of the first READ */
 	rx_reth(SWV_OP_READ_REQUEST, 100, true, va, MEM_RKEY, 600, NULL, 0, 0);
 	CHECK_EQ(nsent, 1);
-	CHECK(qp->resp.tx_retry_at != 0);
-	CHECK_EQ(qp->resp.tx_psn, 101);
-	CHECK_EQ(qp->resp.stats.tx_held, 1);
+	CHECK(qp->resp->tx_retry_at != 0);
+	CHECK_EQ(qp->resp->tx_psn, 101);
+	CHECK_EQ(qp->resp->stats.tx_held, 1);
 	CHECK_EQ(timer_updates, t0 + 1);
 	CHECK_EQ(ncomps, 0);
-	CHECK_EQ(qp->resp.epsn, 103);
+	CHECK_EQ(qp->resp->epsn, 103);
 	/* held: a re-request gets nothing, later requests execute but are not answered */
 	rx_reth(SWV_OP_READ_REQUEST, 101, true, va + 256, MEM_RKEY, 344, NULL, 0, 0);
 	rx_reth(SWV_OP_READ_REQUEST, 103, true, va + 8, MEM_RKEY, 10, NULL, 0, 0);
@@ -830,20 +832,20 @@ static void test_read_link_full(void)
 	CHECK_EQ(*target, 42);
 	rx_reth(SWV_OP_WRITE_ONLY, 105, true, va + 1024, MEM_RKEY, 4, pattern, 4, 0);
 	CHECK_EQ(nsent, 1);
-	CHECK_EQ(qp->resp.epsn, 106);
+	CHECK_EQ(qp->resp->epsn, 106);
 	CHECK_EQ(ncomps, 2); /* the atomic and the WRITE; neither READ yet */
 	/* the link takes one more packet, then refuses again: still held, from 102 */
 	xmit_fail_at = 2;
 	swv_resp_tx_resume(qp);
 	CHECK_EQ(nsent, 2);
 	check_read_resp(1, SWV_OP_READ_RESP_MIDDLE, 101, pattern + 256, 256, 1);
-	CHECK(qp->resp.tx_retry_at != 0);
-	CHECK_EQ(qp->resp.tx_psn, 102);
-	CHECK_EQ(qp->resp.tx_backoff, 2);
+	CHECK(qp->resp->tx_retry_at != 0);
+	CHECK_EQ(qp->resp->tx_psn, 102);
+	CHECK_EQ(qp->resp->tx_backoff, 2);
 	/* then everything, in PSN order, the ACK last */
 	swv_resp_tx_resume(qp);
-	CHECK_EQ(qp->resp.tx_retry_at, 0);
-	CHECK_EQ(qp->resp.tx_backoff, 0);
+	CHECK_EQ(qp->resp->tx_retry_at, 0);
+	CHECK_EQ(qp->resp->tx_backoff, 0);
 	CHECK_EQ(nsent, 6);
 	/* each with the MSN it had when it executed */
 	check_read_resp(2, SWV_OP_READ_RESP_LAST, 102, pattern + 512, 88, 1);
@@ -866,12 +868,12 @@ static void test_read_link_full(void)
 	/* an error NAK is not held: the QP goes to ERR and nothing held is sent after it */
 	xmit_fail_at = nsent;
 	rx_reth(SWV_OP_READ_REQUEST, 106, true, va, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK(qp->resp.tx_retry_at != 0);
+	CHECK(qp->resp->tx_retry_at != 0);
 	rx_reth(SWV_OP_WRITE_ONLY, 109, true, (uintptr_t)romem, RO_RKEY, 4, pattern, 4, 0);
 	CHECK_EQ(nsent, 10);
 	check_ack(9, SWV_AETH_NAK_ACCESS, 109, 5);
 	CHECK_EQ(to_error_calls, e0 + 1);
-	CHECK_EQ(qp->resp.tx_retry_at, 0);
+	CHECK_EQ(qp->resp->tx_retry_at, 0);
 }
 
 static void test_read_errors(void)
@@ -913,7 +915,7 @@ static void test_atomic(void)
 	CHECK_EQ(ncomps, 1);
 	CHECK_EQ(comps[0].slot, SWV_CNTR_REMOTE_ATOMIC);
 	CHECK_EQ(comps[0].bytes, 8);
-	CHECK_EQ(qp->resp.epsn, 101);
+	CHECK_EQ(qp->resp->epsn, 101);
 
 	rx_atomic(SWV_OP_CMP_SWAP, 101, (uintptr_t)target, MEM_RKEY, 77, 1005);
 	CHECK_EQ(*target, 77);
@@ -967,7 +969,7 @@ static void test_psn_wrap(void)
 	CHECK_EQ(sent[0].p.psn, 0xffffff);
 	CHECK_EQ(sent[1].p.psn, 0);
 	CHECK_EQ(sent[2].p.psn, 1);
-	CHECK_EQ(qp->resp.epsn, 2);
+	CHECK_EQ(qp->resp->epsn, 2);
 	nsent = 0;
 	rx_reth(SWV_OP_READ_REQUEST, 0, true, (uintptr_t)mem + 256, MEM_RKEY, 344, NULL, 0, 0);
 	CHECK_EQ(nsent, 2);
@@ -1015,13 +1017,13 @@ static void test_uc(void)
 	CHECK_EQ(nsent, 0); /* UC never answers */
 	CHECK_EQ(to_error_calls, 0);
 	/* RC opcodes are not for UC */
-	qp->resp.stats.dropped = 0;
+	qp->resp->stats.dropped = 0;
 	struct swv_pkt p;
 	memset(&p, 0, sizeof(p));
 	p.opcode = SWV_OP_SEND_ONLY;
 	p.psn = 115;
 	swv_resp_rx(qp, &p);
-	CHECK_EQ(qp->resp.stats.dropped, 1);
+	CHECK_EQ(qp->resp->stats.dropped, 1);
 }
 
 /* Refused remote accesses are counted per QP (remote_refused; faults also in
@@ -1035,20 +1037,20 @@ static void test_refusal_stats(void)
 	uint64_t fva = (uintptr_t)fmem;
 
 	setup(IBV_QPT_RC);
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)mem, MEM_RKEY ^ 0x80, 16, pattern, 16, 0);
 	CHECK_EQ(st->remote_refused, 1);
 	CHECK_EQ(st->remote_faults, 0);
 
 	setup(IBV_QPT_RC); /* write into memory that faults */
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	rx_reth(SWV_OP_WRITE_ONLY, 100, true, fva, FAULT_RKEY, 16, pattern, 16, 0);
 	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_RDMA_WRITE);
 	CHECK_EQ(st->remote_refused, 1);
 	CHECK_EQ(st->remote_faults, 1);
 
 	setup(IBV_QPT_RC); /* read from it */
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	rx_reth(SWV_OP_READ_REQUEST, 100, true, fva, FAULT_RKEY, 600, NULL, 0, 0);
 	CHECK_EQ(sent[nsent - 1].p.opcode, SWV_OP_ACK);
 	CHECK_EQ(sent[nsent - 1].p.aeth_syndrome, SWV_AETH_NAK_ACCESS);
@@ -1057,23 +1059,23 @@ static void test_refusal_stats(void)
 	CHECK_EQ(st->remote_faults, 1);
 
 	setup(IBV_QPT_RC); /* an atomic on it */
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	rx_atomic(SWV_OP_FETCH_ADD, 100, fva, FAULT_RKEY, 1, 0);
 	expect_refused(SWV_AETH_NAK_ACCESS, 100, SWV_CNTR_REMOTE_ATOMIC);
 	CHECK_EQ(st->remote_refused, 1);
 	CHECK_EQ(st->remote_faults, 1);
 
 	setup(IBV_QPT_RC); /* missing MR right, out of bounds: counted; QP flags: not */
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)romem, RO_RKEY, 16, pattern, 16, 0);
 	setup(IBV_QPT_RC);
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_READ;
 	rx_reth(SWV_OP_WRITE_ONLY, 100, true, (uintptr_t)mem, MEM_RKEY, 16, pattern, 16, 0);
 	CHECK_EQ(st->remote_refused, 0);
 
 	setup(IBV_QPT_RC); /* SEND into a receive buffer that faults */
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	post_recv(7, fva, 100, FAULT_LKEY);
 	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 50);
 	check_ack(0, SWV_AETH_NAK_OP, 100, 0);
@@ -1085,7 +1087,7 @@ static void test_refusal_stats(void)
 
 	/* UC: every refused WRITE counts though nothing answers (a peer guessing keys) */
 	setup(IBV_QPT_UC);
-	st = &qp->resp.stats;
+	st = &qp->resp->stats;
 	for (uint32_t i = 0; i < 5; i++)
 		rx_reth(SWV_OP_WRITE_ONLY, 100 + i, false, (uintptr_t)mem, MEM_RKEY + 1 + i, 8,
 			pattern, 8, 0);
@@ -1183,7 +1185,7 @@ static void test_nak_again_only_after_resend(void)
 
 static unsigned rob_count(void)
 {
-	return qp->resp.rob ? qp->resp.rob->count : 0;
+	return qp->resp->rob ? qp->resp->rob->count : 0;
 }
 
 /* SEND/WRITE packets past a gap are kept and run in PSN order once it fills, through
@@ -1206,11 +1208,11 @@ static void test_rob_drain(void)
 	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
 	CHECK_EQ(ncomps, 0);
 	CHECK_EQ(rob_count(), 5);
-	CHECK_EQ(qp->resp.stats.rob_kept, 5);
-	CHECK_EQ(qp->resp.epsn, 100);
+	CHECK_EQ(qp->resp->stats.rob_kept, 5);
+	CHECK_EQ(qp->resp->epsn, 100);
 	/* the resend of 100 (AckReq, as the requester sends it) */
 	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
-	CHECK_EQ(qp->resp.epsn, 106);
+	CHECK_EQ(qp->resp->epsn, 106);
 	CHECK_EQ(ncomps, 4);
 	CHECK_EQ(comps[0].wc.wr_id, 1);
 	CHECK_EQ(comps[1].wc.wr_id, 2);
@@ -1225,8 +1227,8 @@ static void test_rob_drain(void)
 	CHECK(memcmp(mem + 4096, pattern, 600) == 0);
 	CHECK_EQ(nsent, 2); /* one ACK for everything that ran */
 	check_ack(1, SWV_AETH_ACK, 105, 4);
-	CHECK(qp->resp.rob == NULL);
-	CHECK_EQ(qp->resp.stats.rob_drained, 5);
+	CHECK(qp->resp->rob == NULL);
+	CHECK_EQ(qp->resp->stats.rob_drained, 5);
 	/* what was kept and ran is a duplicate now */
 	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
 	check_ack(2, SWV_AETH_ACK, 105, 4);
@@ -1257,11 +1259,11 @@ static void test_rob_second_gap_and_dup(void)
 	CHECK_EQ(nsent, 1);
 	check_ack(0, SWV_AETH_NAK_PSN, 100, 0);
 	rx(SWV_OP_SEND_ONLY, 103, true, pattern + 3, 10); /* a copy, above 101: a duplicate */
-	CHECK_EQ(qp->resp.stats.rob_dups, 1);
+	CHECK_EQ(qp->resp->stats.rob_dups, 1);
 	CHECK_EQ(rob_count(), 3);
 	CHECK_EQ(nsent, 1);
 	rx(SWV_OP_SEND_ONLY, 101, true, pattern + 1, 10); /* a copy of 101: a resend */
-	CHECK_EQ(qp->resp.stats.rob_dups, 2);
+	CHECK_EQ(qp->resp->stats.rob_dups, 2);
 	CHECK_EQ(nsent, 2);
 	check_ack(1, SWV_AETH_NAK_PSN, 100, 0); /* again */
 	CHECK_EQ(ncomps, 0);
@@ -1278,8 +1280,8 @@ static void test_rob_second_gap_and_dup(void)
 	}
 	check_ack(3, SWV_AETH_ACK, 104, 5);
 	CHECK_EQ(nsent, 4);
-	CHECK(qp->resp.rob == NULL);
-	CHECK_EQ(qp->resp.stats.executed, 5);
+	CHECK(qp->resp->rob == NULL);
+	CHECK_EQ(qp->resp->stats.executed, 5);
 }
 
 /* Only PSNs up to epsn + SWV_ROB_SLOTS - 1 are kept; further ones are dropped. An
@@ -1291,8 +1293,8 @@ static void test_rob_limits(void)
 	setup(IBV_QPT_RC);
 	rx_reth(SWV_OP_WRITE_ONLY, 100 + SWV_ROB_SLOTS, true, (uintptr_t)mem, MEM_RKEY, 4, pattern,
 		4, 0);
-	CHECK_EQ(qp->resp.stats.rob_full, 1);
-	CHECK(qp->resp.rob == NULL);
+	CHECK_EQ(qp->resp->stats.rob_full, 1);
+	CHECK(qp->resp->rob == NULL);
 	rx_reth(SWV_OP_WRITE_ONLY, 100 + SWV_ROB_SLOTS - 1, true, (uintptr_t)mem, MEM_RKEY, 4,
 		pattern, 4, 0);
 	CHECK_EQ(rob_count(), 1);
@@ -1303,8 +1305,8 @@ static void test_rob_limits(void)
 	CHECK_EQ(nsent, 2);
 	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
 	swv_resp_reset(qp);
-	CHECK(qp->resp.rob == NULL);
-	CHECK_EQ(qp->resp.epsn, 100);
+	CHECK(qp->resp->rob == NULL);
+	CHECK_EQ(qp->resp->epsn, 100);
 
 	/* READ 100 (3 response PSNs 100..102) in order, WRITE 103 kept */
 	memcpy(mem + 8192, pattern, 600);
@@ -1312,10 +1314,10 @@ static void test_rob_limits(void)
 	CHECK_EQ(rob_count(), 1);
 	nsent = 0;
 	rx_reth(SWV_OP_READ_REQUEST, 100, true, (uintptr_t)mem + 8192, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(qp->resp.epsn, 104);
+	CHECK_EQ(qp->resp->epsn, 104);
 	CHECK_EQ(nsent, 4); /* three responses, then the ACK for the WRITE that ran */
 	check_ack(3, SWV_AETH_ACK, 103, 2);
-	CHECK(qp->resp.rob == NULL);
+	CHECK(qp->resp->rob == NULL);
 
 	/* a kept WRITE with a bad R_Key: refused when it runs, as in order */
 	rx_reth(SWV_OP_WRITE_ONLY, 105, true, (uintptr_t)mem, 0xbad, 4, pattern, 4, 0);
@@ -1328,7 +1330,7 @@ static void test_rob_limits(void)
 	check_ack(0, SWV_AETH_NAK_ACCESS, 105, 3);
 	CHECK_EQ(qp->state, IBV_QPS_ERR);
 	swv_resp_reset(qp);
-	CHECK(qp->resp.rob == NULL);
+	CHECK(qp->resp->rob == NULL);
 
 	/* RESET with packets kept frees them */
 	qp->state = IBV_QPS_RTS;
@@ -1336,7 +1338,7 @@ static void test_rob_limits(void)
 	rx(SWV_OP_SEND_ONLY, 103, true, pattern, 10);
 	CHECK_EQ(rob_count(), 2);
 	swv_resp_reset(qp);
-	CHECK(qp->resp.rob == NULL);
+	CHECK(qp->resp->rob == NULL);
 }
 
 /* READ requests past a gap are kept too and run in PSN order when it fills: a lost
@@ -1359,12 +1361,12 @@ static void test_rob_read(void)
 	/* a copy of the kept READ, at the PSN that exposed the gap: the requester went
 	 * back (the NAK again of test_rob_second_gap_and_dup), not a second READ */
 	rx_reth(SWV_OP_READ_REQUEST, 101, true, (uintptr_t)mem + 8192, MEM_RKEY, 600, NULL, 0, 0);
-	CHECK_EQ(qp->resp.stats.rob_dups, 1);
+	CHECK_EQ(qp->resp->stats.rob_dups, 1);
 	CHECK_EQ(rob_count(), 2);
 	CHECK_EQ(nsent, 2);
 	check_ack(1, SWV_AETH_NAK_PSN, 100, 0);
 	rx(SWV_OP_SEND_ONLY, 100, true, pattern, 10);
-	CHECK_EQ(qp->resp.epsn, 105);
+	CHECK_EQ(qp->resp->epsn, 105);
 	CHECK_EQ(nsent, 6); /* three READ responses, then one ACK */
 	for (int i = 2; i < 5; i++) {
 		CHECK_EQ(sent[i].p.opcode, i == 2   ? SWV_OP_READ_RESP_FIRST
@@ -1378,7 +1380,7 @@ static void test_rob_read(void)
 	CHECK_EQ(comps[0].wc.wr_id, 1);
 	CHECK_EQ(comps[1].slot, SWV_CNTR_REMOTE_RDMA_READ);
 	CHECK_EQ(comps[2].wc.wr_id, 2);
-	CHECK(qp->resp.rob == NULL);
+	CHECK(qp->resp->rob == NULL);
 	CHECK_EQ(to_error_calls, 0);
 }
 
@@ -1403,8 +1405,8 @@ static void test_rob_psn_wrap(void)
 		CHECK_EQ(comps[i].wc.wr_id, 20u + i);
 		CHECK(memcmp(mem + 100 * i, pattern + i, 10) == 0);
 	}
-	CHECK(qp->resp.rob == NULL);
-	CHECK_EQ(qp->resp.epsn, 2);
+	CHECK(qp->resp->rob == NULL);
+	CHECK_EQ(qp->resp->epsn, 2);
 }
 
 /* While an RNR NAK is waited out nothing is kept: the requester resends from epsn. */
@@ -1415,8 +1417,8 @@ static void test_rob_rnr(void)
 	check_ack(0, SWV_AETH_RNR | 12, 100, 0);
 	rx(SWV_OP_SEND_ONLY, 101, true, pattern, 10);
 	CHECK_EQ(nsent, 1);
-	CHECK(qp->resp.rob == NULL);
-	CHECK_EQ(qp->resp.stats.dropped, 1);
+	CHECK(qp->resp->rob == NULL);
+	CHECK_EQ(qp->resp->stats.dropped, 1);
 }
 
 /* Whether sent[i] carries a map holding exactly the PSNs listed (bit k: first + 1 + k). */
@@ -1469,9 +1471,9 @@ static void test_sack_map(void)
 	check_ack(3, SWV_AETH_NAK_PSN, 102, 2);
 	const uint32_t h3[] = {103, 104, 105, 400, 401};
 	check_map(3, 102, 40, h3, 5);
-	CHECK_EQ(qp->resp.stats.sack_naks, 2u);
-	CHECK_EQ(qp->resp.stats.sack_acks, 2u);
-	CHECK_EQ(qp->resp.stats.seq_naks, 2u);
+	CHECK_EQ(qp->resp->stats.sack_naks, 2u);
+	CHECK_EQ(qp->resp->stats.sack_acks, 2u);
+	CHECK_EQ(qp->resp->stats.seq_naks, 2u);
 	rx_sack = false;
 }
 
@@ -1494,9 +1496,9 @@ static void test_sack_not_advertised(void)
 	CHECK_EQ(nsent, 2);
 	check_ack(1, SWV_AETH_NAK_PSN, 102, 2);
 	CHECK(sent[1].p.sack_map == NULL);
-	CHECK_EQ(qp->resp.stats.sack_naks, 0u);
-	CHECK_EQ(qp->resp.stats.sack_acks, 0u);
-	CHECK(!qp->resp.peer_sack);
+	CHECK_EQ(qp->resp->stats.sack_naks, 0u);
+	CHECK_EQ(qp->resp->stats.sack_acks, 0u);
+	CHECK(!qp->resp->peer_sack);
 }
 
 int main(void)

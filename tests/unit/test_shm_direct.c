@@ -64,6 +64,7 @@
 #include "child.h"
 #include "core/context.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
@@ -88,7 +89,7 @@ static uint64_t resp_placed(struct swvt_rc_side *s)
 {
 	struct swv_qp *q = to_swv_qp(s->qp);
 	pthread_mutex_lock(&q->lock);
-	uint64_t n = q->resp.stats.placed;
+	uint64_t n = q->resp->stats.placed;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }
@@ -591,8 +592,8 @@ static void resp_psn_naks(struct swvt_rc_side *s, uint32_t *epsn, uint64_t *naks
 {
 	struct swv_qp *q = to_swv_qp(s->qp);
 	pthread_mutex_lock(&q->lock);
-	*epsn = q->resp.epsn;
-	*naks = q->resp.stats.err_naks;
+	*epsn = q->resp->epsn;
+	*naks = q->resp->stats.err_naks;
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -734,7 +735,7 @@ static uint64_t req_probes(struct swvt_rc_side *s)
 {
 	struct swv_qp *q = to_swv_qp(s->qp);
 	pthread_mutex_lock(&q->lock);
-	uint64_t n = q->req.n_probes;
+	uint64_t n = q->req->n_probes;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

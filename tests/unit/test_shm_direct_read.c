@@ -40,6 +40,7 @@
 #include "check.h"
 #include "child.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/shm.h"
 #include "rcpair.h"
 #include "rcpair_int.h"
@@ -63,8 +64,8 @@ static struct qstat qstat(struct swvt_rc_side *s)
 {
 	struct swv_qp *q = to_swv_qp(s->qp);
 	pthread_mutex_lock(&q->lock);
-	struct qstat st = {q->req.n_placed_reads, q->resp.stats.placed_reads,
-			   q->resp.stats.err_naks, q->resp.epsn};
+	struct qstat st = {q->req->n_placed_reads, q->resp->stats.placed_reads,
+			   q->resp->stats.err_naks, q->resp->epsn};
 	pthread_mutex_unlock(&q->lock);
 	return st;
 }

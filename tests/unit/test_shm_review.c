@@ -53,6 +53,7 @@
 
 #include "check.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "inproc.h"
 #include "link/endpoint.h"
 #include "link/shm.h"
@@ -425,7 +426,7 @@ static uint64_t ud_refused_drops(struct ibv_qp *qp)
 {
 	struct swv_qp *q = to_swv_qp(qp);
 	pthread_mutex_lock(&q->lock);
-	uint64_t n = q->req.n_ud_refused_drops;
+	uint64_t n = q->req->n_ud_refused_drops;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "inproc.h"
+#include "core/limits.h"
 #include "core/srq.h"
 
 struct env {

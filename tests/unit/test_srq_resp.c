@@ -316,16 +316,16 @@ int main(void)
 	/* 3. RNR: the last WQE goes to A, then the SRQ is empty. */
 	rx(A, SWV_OP_SEND_ONLY, pA++, a, 64, 0, 0);
 	expect_wc(7, A, IBV_WC_SUCCESS, IBV_WC_RECV, 64);
-	uint64_t rnr0 = to_swv_qp(A)->resp.stats.rnr_naks;
+	uint64_t rnr0 = to_swv_qp(A)->resp->stats.rnr_naks;
 	rx(A, SWV_OP_SEND_ONLY, pA, a, 64, 0, 0);
 	expect_no_wc();
-	CHECK_EQ(to_swv_qp(A)->resp.stats.rnr_naks, rnr0 + 1);
-	CHECK_EQ(to_swv_qp(A)->resp.epsn, pA); /* the requester resends this PSN */
+	CHECK_EQ(to_swv_qp(A)->resp->stats.rnr_naks, rnr0 + 1);
+	CHECK_EQ(to_swv_qp(A)->resp->epsn, pA); /* the requester resends this PSN */
 	CHECK_EQ(to_swv_qp(A)->state, IBV_QPS_RTR);
 	post(8, 0);
 	rx(A, SWV_OP_SEND_ONLY, pA++, a, 64, 0, 0); /* the resend finds a WQE */
 	expect_wc(8, A, IBV_WC_SUCCESS, IBV_WC_RECV, 64);
-	CHECK_EQ(to_swv_qp(A)->resp.stats.rnr_naks, rnr0 + 1);
+	CHECK_EQ(to_swv_qp(A)->resp->stats.rnr_naks, rnr0 + 1);
 
 	/* 4. UC: a message cut by a PSN gap gives its SRQ WQE back as an error
 	 * completion on that QP (rxe class E); the QP carries on. */

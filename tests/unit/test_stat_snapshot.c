@@ -1,5 +1,5 @@
 /*
- * core/stat: the snapshot of one process (swv_stat_snapshot) and its socket.
+ * transport/stat: the snapshot of one process (swv_stat_snapshot) and its socket.
  *  - Two contexts; on one an RC pair with traffic, a UC QP, a UD QP, a QP on an SRQ, a
  *    QP in RESET and a counter attached for two ops: the JSON parses (python3's json
  *    module) and says what was built (types, states, peers, counter value and op mask,
@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "core/qp.h"
-#include "core/stat.h"
+#include "transport/stat.h"
 #include "inproc.h"
 
 static const char checker[] =

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "check.h"
-#include "core/qp_ex.h"
+#include "transport/qp_ex.h"
 #include "transport/wr_opcode.h"
 
 enum { RC = 1, UC = 2, UD = 4, XI = 8 };

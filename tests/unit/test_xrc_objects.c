@@ -20,7 +20,8 @@
 #include "check.h"
 #include "inproc.h"
 #include "core/qp.h"
-#include "core/stat.h"
+#include "transport/qp_transport.h"
+#include "transport/stat.h"
 
 static struct ibv_xrcd *xopen(struct ibv_context *ctx, uint32_t mask, int fd, int oflags)
 {

@@ -1,5 +1,5 @@
 /*
- * Live introspection for swverbs-stat (docs/design.md, "Live introspection"). Owner: core.
+ * Live introspection for swverbs-stat (docs/design.md, "Live introspection"). Owner: transport.
  *
  * Each process with an open context listens on the abstract UNIX stream socket
  * "@swverbs-stat.<uid>.<pid>" (a thread of its own, started with the first context
@@ -16,8 +16,8 @@
  * each qp->lock taken briefly in turn (and cq->lock nested, for a CQ's fill); then
  * ctx->cntr_lock alone. Formatting runs after all of them are released.
  */
-#ifndef SWV_CORE_STAT_H
-#define SWV_CORE_STAT_H
+#ifndef SWV_TRANSPORT_STAT_H
+#define SWV_TRANSPORT_STAT_H
 
 #include <stddef.h>
 

@@ -2,7 +2,7 @@
  * ibv_qp_ex: the ibv_wr_* posting API (see qp_ex.h for the model).
  *
  * Work requests are staged as ordinary struct ibv_send_wr so that wr_complete goes
- * through the very checks and WQE build of ibv_post_send (qp_post.c); this file only
+ * through the very checks and WQE build of ibv_post_send (post.c); this file only
  * translates the builder calls into that form. Staged entries live in a buffer that
  * grows with the batch (never beyond max_send_wr: a longer batch can never fit the
  * send queue). Pointers inside entries (sg_list, next) are set by wr_complete, after
@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "core/qp.h"
-#include "core/qp_ex.h"
+#include "transport/qp_transport.h"
+#include "transport/qp_ex.h"
 #include "transport/wr_opcode.h"
 #include "util/compiler.h"
 
@@ -276,7 +277,7 @@ static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint1
 	unsupported(qpx);
 }
 
-/* IBTA 1.5, staged in wr.atomic as the post path reads them (qp_post.c). */
+/* IBTA 1.5, staged in wr.atomic as the post path reads them (post.c). */
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
 			    const void *atomic_wr)
 {

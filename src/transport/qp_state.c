@@ -1,6 +1,8 @@
 /*
  * QP state machine: the transition / attribute-mask table (roce-wire.md 6.2, the
- * kernel's qp_state_table) and ibv_modify_qp's validation and effects.
+ * kernel's qp_state_table), ibv_modify_qp's validation and its effects on the
+ * requester and responder, ibv_query_qp, the error state and its flush, and whether
+ * the QP is listed for direct placement.
  */
 #include <errno.h>
 #include <string.h>
@@ -11,8 +13,13 @@
 #include "core/cq.h"
 #include "core/limits.h"
 #include "core/qp.h"
+#include "core/pd.h"
 #include "core/trig.h"
+#include "link/shm.h"
 #include "net/addr.h"
+#include "net/config.h"
+#include "transport/qp_ex.h"
+#include "transport/qp_transport.h"
 #include "transport/requester.h"
 #include "transport/responder.h"
 #include "util/log.h"
@@ -270,11 +277,11 @@ static void apply_values(struct swv_qp *qp, const struct ibv_qp_attr *a, int mas
 		q->timeout = a->timeout;
 	if (mask & IBV_QP_RETRY_CNT) {
 		q->retry_cnt = a->retry_cnt;
-		qp->req.retry_left = a->retry_cnt;
+		qp->req->retry_left = a->retry_cnt;
 	}
 	if (mask & IBV_QP_RNR_RETRY) {
 		q->rnr_retry = a->rnr_retry;
-		qp->req.rnr_left = a->rnr_retry;
+		qp->req->rnr_left = a->rnr_retry;
 	}
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		q->min_rnr_timer = a->min_rnr_timer;
@@ -344,7 +351,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 
 	apply_values(qp, attr, mask, &peer);
 	if (next == IBV_QPS_RTR || (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)))
-		swv_auth_qp_attach(&qp->auth, qp->qpn, &qp->peer, qp->attr.dest_qp_num);
+		swv_auth_qp_attach(qp->auth, qp->qpn, &qp->peer, qp->attr.dest_qp_num);
 
 	if (next == cur && next != IBV_QPS_SQD)
 		goto out;
@@ -382,7 +389,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 			swv_fc_tx_start(qp);
 		}
 		qp->state = IBV_QPS_RTS;
-		qp->req.sqd_event_pending = false;
+		qp->req->sqd_event_pending = false;
 		swv_req_run(qp);
 		break;
 	case IBV_QPS_SQD:
@@ -390,7 +397,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		 * IBV_EVENT_SQ_DRAINED once nothing is outstanding. */
 		if (cur == IBV_QPS_RTS) {
 			qp->state = IBV_QPS_SQD;
-			qp->req.sqd_event_pending = qp->attr.en_sqd_async_notify != 0;
+			qp->req->sqd_event_pending = qp->attr.en_sqd_async_notify != 0;
 		}
 		swv_req_run(qp);
 		break;
@@ -409,4 +416,218 @@ out:
 	/* A flush may have made triggers due (their counter's error count changed). */
 	swv_trig_run(qp->ctx);
 	return err;
+}
+
+int swv_qp_query(struct swv_qp *qp, struct ibv_qp_attr *attr, struct ibv_qp_init_attr *init)
+{
+	pthread_mutex_lock(&qp->lock);
+	*attr = qp->attr;
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->cap = qp->cap;
+	/* Current PSNs, as rxe reports them. */
+	if (qp->state >= IBV_QPS_RTS && qp->state != IBV_QPS_ERR)
+		attr->sq_psn = qp->req->next_psn;
+	if (qp->state >= IBV_QPS_RTR && qp->state != IBV_QPS_ERR)
+		attr->rq_psn = qp->resp->epsn;
+	attr->sq_draining = qp->state == IBV_QPS_SQD &&
+			    (qp->req->cur != qp->sq.head || qp->req->sqd_event_pending);
+	pthread_mutex_unlock(&qp->lock);
+
+	memset(init, 0, sizeof(*init));
+	init->qp_context = qp->qpx.qp_base.qp_context;
+	init->send_cq = qp->qpx.qp_base.send_cq;
+	init->recv_cq = qp->qpx.qp_base.recv_cq;
+	init->srq = qp->qpx.qp_base.srq;
+	init->cap = qp->cap;
+	init->qp_type = qp->qpx.qp_base.qp_type; /* XRC QPs run as RC inside */
+	init->sq_sig_all = qp->sq_sig_all;
+	return 0;
+}
+
+/* ---- error state ---- */
+
+static void flush_rq(struct swv_qp *qp)
+{
+	bool overflow = false;
+	if (qp->srq) {
+		/* Only the WQE this QP took (a message in progress) is flushed here; the
+		 * WQEs still in the SRQ stay for its other QPs (core/srq.h). */
+		if (swv_resp_flush_srq(qp))
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
+		return;
+	}
+	while (qp->rq.head != qp->rq.tail) {
+		struct swv_recv_wqe *w = swv_wq_slot(&qp->rq, qp->rq.head);
+		struct swv_completion c = {
+			.slot = SWV_CNTR_RECV,
+			.cq = qp->rcq,
+			.wc = {.wr_id = w->wr_id,
+			       .status = IBV_WC_WR_FLUSH_ERR,
+			       .opcode = IBV_WC_RECV,
+			       .qp_num = qp->qpn},
+		};
+		qp->rq.head++;
+		if (swv_complete(qp, &c) && !overflow) {
+			overflow = true;
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
+		}
+	}
+}
+
+void swv_qp_dt_update(struct swv_qp *qp)
+{
+	/* Only the context's first port carries the MR entries (core/mr.c), so only its
+	 * QPs are listed; the others take every payload through the ring. */
+	if (!qp->ctx || !qp->ctx->ports[0])
+		return;
+	struct swv_endpoint *ep0 = &qp->ctx->ports[0]->ep;
+	if (qp->ep != ep0 || !ep0->shm)
+		return;
+	bool on =
+	    qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && qp->pd && !qp->auth->on &&
+	    (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
+	    (qp->attr.qp_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) &&
+	    qp->mtu >= 256 && qp->mtu <= 4096;
+	if (!on && !qp->dt_published)
+		return;
+	/* A responder without READ/atomic resources refuses every READ (invalid
+	 * request): published without the right, so a sender never reads there. */
+	unsigned access = qp->attr.qp_access_flags;
+	if (!qp->attr.max_dest_rd_atomic)
+		access &= ~(unsigned)(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	struct swv_shm_dt_qp_info in = {.access = access,
+					.dest_qpn = qp->attr.dest_qp_num,
+					.pkey = qp->pkey,
+					.mtu = qp->mtu,
+					.pd = (uintptr_t)swv_pd_prot(qp->pd),
+					.peer = qp->peer};
+	swv_shm_dt_qp(ep0->shm, qp->qpn, on ? &in : NULL);
+	qp->dt_published = on;
+}
+
+void swv_qp_to_error(struct swv_qp *qp)
+{
+	bool overflow = false;
+	bool entering = qp->state != IBV_QPS_ERR;
+	qp->state = IBV_QPS_ERR;
+	qp->qpx.qp_base.state = IBV_QPS_ERR;
+	swv_qp_dt_update(qp);
+	/* An overflowing CQ loses the flush CQEs (reported once); the counters still
+	 * see every flushed WR. */
+	while (qp->sq.head != qp->sq.tail)
+		if (swv_req_complete_head(qp, IBV_WC_WR_FLUSH_ERR) && !overflow) {
+			overflow = true;
+			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->scq->ibcq);
+		}
+	/* Held triggered WRs reserve slots behind the ring's: they flush after it. */
+	swv_trig_qp_flush(qp);
+	flush_rq(qp);
+	/* IB: a QP attached to an SRQ that enters the error state reports Last WQE
+	 * Reached once it will take no more WQEs from the SRQ -- here, at once (its held
+	 * WQE was just flushed), so the application knows it may destroy the QP. */
+	if (entering && qp->srq && !qp->tgt_orphan)
+		swv_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
+	qp->req->rnr_until = 0;
+	qp->req->ack_deadline = 0;
+	qp->req->xmit_retry_at = 0;
+	qp->req->fc.probe_at = 0;
+	qp->resp->tx_retry_at = 0; /* held responses are never sent in ERR */
+	qp->resp->tx_ack = false;
+	swv_qp_set_timer(qp, 0);
+}
+
+void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq)
+{
+	swv_log(SWV_LOG_WARN, "qp %#x: CQ overflow, QP moves to the error state", qp->qpn);
+	swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &cq->ibcq);
+	if (qp->state != IBV_QPS_ERR && !qp->tgt_orphan)
+		swv_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+	swv_qp_to_error(qp);
+}
+
+/* ---- creation and destroy ---- */
+
+int swv_qp_transport_init(struct swv_qp *qp)
+{
+	int rc = swv_qp_transport_alloc(qp);
+	if (rc)
+		return rc;
+	const struct swv_dev_config *cfg = qp->ctx->cfg;
+	swv_req_reset(qp);
+	swv_auth_qp_init(qp->auth, cfg->auth ? cfg->auth_key : NULL, cfg->addr,
+			 qp->type == IBV_QPT_UD);
+	return 0;
+}
+
+/* What the QP's requester and responder did, in the debug log when it goes. */
+static void log_stats(struct swv_qp *qp)
+{
+	if (qp->type == IBV_QPT_UC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: flow control: %llu waits for credit, %llu probes, %llu credits "
+			"granted",
+			qp->qpn, (unsigned long long)qp->req->fc.n_blocked,
+			(unsigned long long)qp->req->fc.n_probes,
+			(unsigned long long)qp->resp->fc.n_credits);
+	if (qp->type == IBV_QPT_RC)
+		swv_log(
+		    SWV_LOG_DEBUG,
+		    "qp %#x: requester: %llu packets, %llu tail-loss probes, %llu retries (%llu "
+		    "ACK timeouts, %llu sequence NAKs, %llu RNR NAKs; %llu free in a round), "
+		    "%llu duplicate "
+		    "responses, %llu selective resends (%llu fell back to go-back-N), %llu READ "
+		    "re-requests, %llu SACK NAKs received, %llu holes resent; responder: "
+		    "%llu sequence NAKs sent (%llu with a SACK map, %llu SACK ACKs), %llu packets "
+		    "kept past a gap (%llu copies, %llu too far ahead), responses held %llu times",
+		    qp->qpn, (unsigned long long)qp->req->n_pkts,
+		    (unsigned long long)qp->req->n_probes, (unsigned long long)qp->req->n_retries,
+		    (unsigned long long)qp->req->n_timeouts, (unsigned long long)qp->req->n_seq_naks,
+		    (unsigned long long)qp->req->n_rnr_naks,
+		    (unsigned long long)qp->req->n_round_free,
+		    (unsigned long long)qp->req->n_dup_resp,
+		    (unsigned long long)qp->req->n_sel_resends,
+		    (unsigned long long)qp->req->n_sr_fallbacks,
+		    (unsigned long long)qp->req->n_read_rereqs,
+		    (unsigned long long)qp->req->n_sack_naks,
+		    (unsigned long long)qp->req->n_holes_resent,
+		    (unsigned long long)qp->resp->stats.seq_naks,
+		    (unsigned long long)qp->resp->stats.sack_naks,
+		    (unsigned long long)qp->resp->stats.sack_acks,
+		    (unsigned long long)qp->resp->stats.rob_kept,
+		    (unsigned long long)qp->resp->stats.rob_dups,
+		    (unsigned long long)qp->resp->stats.rob_full,
+		    (unsigned long long)qp->resp->stats.tx_held);
+	if (qp->type == IBV_QPT_RC) {
+		static const char *const kind[SWV_REC_KINDS] = {"no recovery", "NAK/SACK",
+								"tail-loss probe", "ACK timeout"};
+		const struct swv_req_state *r = qp->req;
+		for (int k = 0; k < SWV_REC_KINDS; k++)
+			if (r->n_rec[k])
+				swv_log(SWV_LOG_DEBUG,
+					"qp %#x: progress after %s: %llu times, %.3f ms in all, "
+					"mean %.1f us, max %.1f us",
+					qp->qpn, kind[k], (unsigned long long)r->n_rec[k],
+					(double)r->rec_ns[k] / 1e6,
+					(double)r->rec_ns[k] / 1e3 / (double)r->n_rec[k],
+					(double)r->rec_max_ns[k] / 1e3);
+	}
+	if (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC)
+		swv_log(SWV_LOG_DEBUG,
+			"qp %#x: %llu remote accesses refused (bad R_Key, bounds, rights or "
+			"fault), %llu of them faulted",
+			qp->qpn, (unsigned long long)qp->resp->stats.remote_refused,
+			(unsigned long long)qp->resp->stats.remote_faults);
+	if (qp->auth->on)
+		swv_log(SWV_LOG_DEBUG, "qp %#x: %llu packets refused for a missing or wrong MAC",
+			qp->qpn, (unsigned long long)atomic_load(&qp->auth->rx_bad));
+}
+
+void swv_qp_transport_fini(struct swv_qp *qp)
+{
+	if (!qp->req)
+		return;
+	log_stats(qp);
+	swv_qp_ex_fini(qp);
+	swv_qp_transport_free(qp);
 }

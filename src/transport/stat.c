@@ -1,9 +1,9 @@
 /*
- * Live introspection server (core/stat.h). The rules are in the header; this file
+ * Live introspection server (transport/stat.h). The rules are in the header; this file
  * holds the registry of open contexts, the server thread and the snapshot.
  */
 #include "core/limits.h"
-#include "core/stat.h"
+#include "transport/stat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +24,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/qp.h"
+#include "transport/qp_transport.h"
 #include "link/shm.h"
 #include "util/log.h"
 
@@ -183,9 +184,9 @@ static void snap_qp(struct qp_snap *q, struct swv_qp *qp)
 	q->state = qp->state;
 	q->dest_qpn = qp->attr.dest_qp_num;
 	q->peer = qp->peer;
-	q->sq_psn = qp->req.next_psn;
-	q->una_psn = qp->req.una_psn;
-	q->epsn = qp->resp.epsn;
+	q->sq_psn = qp->req->next_psn;
+	q->una_psn = qp->req->una_psn;
+	q->epsn = qp->resp->epsn;
 	q->mtu = qp->mtu;
 	q->sq_used = swv_wq_used(&qp->sq);
 	q->sq_max = qp->sq.max_wr;
@@ -194,21 +195,21 @@ static void snap_qp(struct qp_snap *q, struct swv_qp *qp)
 	q->rq_max = q->srq ? 0 : qp->rq.max_wr;
 	q->retry_cnt = qp->attr.retry_cnt;
 	q->rnr_retry = qp->attr.rnr_retry;
-	q->retry_left = qp->req.retry_left;
-	q->rnr_left = qp->req.rnr_left;
-	q->pkts = qp->req.n_pkts;
-	q->retries = qp->req.n_retries;
-	q->timeouts = qp->req.n_timeouts;
-	q->seq_naks_rx = qp->req.n_seq_naks;
-	q->rnr_naks_rx = qp->req.n_rnr_naks;
-	q->probes = qp->req.n_probes;
-	q->sel_resends = qp->req.n_sel_resends;
-	q->sack_naks_rx = qp->req.n_sack_naks;
-	q->holes_resent = qp->req.n_holes_resent;
-	q->resp = qp->resp.stats;
+	q->retry_left = qp->req->retry_left;
+	q->rnr_left = qp->req->rnr_left;
+	q->pkts = qp->req->n_pkts;
+	q->retries = qp->req->n_retries;
+	q->timeouts = qp->req->n_timeouts;
+	q->seq_naks_rx = qp->req->n_seq_naks;
+	q->rnr_naks_rx = qp->req->n_rnr_naks;
+	q->probes = qp->req->n_probes;
+	q->sel_resends = qp->req->n_sel_resends;
+	q->sack_naks_rx = qp->req->n_sack_naks;
+	q->holes_resent = qp->req->n_holes_resent;
+	q->resp = qp->resp->stats;
 	q->rx_dropped = atomic_load_explicit(&qp->rx_dropped, memory_order_relaxed);
 	q->rx_bad_pkey = atomic_load_explicit(&qp->rx_bad_pkey, memory_order_relaxed);
-	q->auth_bad = atomic_load_explicit(&qp->auth.rx_bad, memory_order_relaxed);
+	q->auth_bad = atomic_load_explicit(&qp->auth->rx_bad, memory_order_relaxed);
 	/* cntr[] is written under qp->lock (attach/detach); a counter stays alive while
 	 * attached (destroy is EBUSY), so its handle can be read here */
 	for (unsigned s = 0; s < SWV_CNTR_NSLOTS; s++)

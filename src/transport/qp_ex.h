@@ -13,8 +13,8 @@
  * first error and reported by wr_complete (which then posts nothing), as rdma-core's
  * providers do.
  */
-#ifndef SWV_CORE_QP_EX_H
-#define SWV_CORE_QP_EX_H
+#ifndef SWV_TRANSPORT_QP_EX_H
+#define SWV_TRANSPORT_QP_EX_H
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -36,10 +36,10 @@ int swv_qp_ex_check_ops(enum ibv_qp_type type, uint64_t send_ops_flags);
  * the batch builder allocated. 0 or ENOMEM. Call once, right after swv_qp_create. */
 int swv_qp_ex_init(struct swv_qp *qp, uint64_t send_ops_flags);
 
-/* Free the batch builder (swv_qp_destroy calls it; no-op without one). */
+/* Free the batch builder (swv_qp_transport_fini calls it; no-op without one). */
 void swv_qp_ex_fini(struct swv_qp *qp);
 
-/* Defined in qp_post.c: post a chain of send WRs all-or-nothing. Every WR is checked
+/* Defined in post.c: post a chain of send WRs all-or-nothing. Every WR is checked
  * as ibv_post_send checks it, and the send queue must have room for all of them,
  * before any is queued. Returns 0 or the errno ibv_post_send would return for the
  * first bad WR (*bad = that WR); nothing is posted then. */
