@@ -1,5 +1,7 @@
 /*
- * Queue pairs: the verbs object, its work queues and the state machine. Owner: qp.
+ * Queue pairs: the verbs object, its work queues, caps and attributes. Owner: qp. The
+ * protocol run over it (posting, the state machine, flush, receive, timers) and its
+ * per-QP state are the transport's (transport/qp_transport.h).
  *
  * Locking: qp->lock protects every field below it except cntr[] (written by attach
  * under qp->lock while the QP is in RESET/INIT -- no traffic can run then -- and read
