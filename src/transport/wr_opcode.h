@@ -48,7 +48,7 @@ struct swv_wr_opcode_info {
 				  * prefix is the QP's */
 	enum ibv_wc_opcode wc;	 /* its completion's opcode */
 	enum swv_cntr_slot slot; /* the completion counter slot it counts in */
-	uint32_t qp_ex_op;	 /* its IBV_QP_EX_WITH_* bit (send_ops_flags, transport/qp_ex.c) */
+	uint32_t qp_ex_op;	 /* its IBV_QP_EX_WITH_* bit (transport/qp_ex.c) */
 };
 
 /* Entries for IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_WRITE. */
