@@ -32,6 +32,9 @@
 #define RX_ROUNDS 8  /* batches per readable socket per iteration: fairness between sockets */
 #define MAX_EVENTS 64
 #define RX_GROUP   64 /* packets for one QP handed over under one lock hold */
+/* The context whose progress loop pr is (this file still walks its ports and QPs). */
+#define CTX(pr) swv_container_of(pr, struct swv_context, progress)
+
 #define TIMER_TAG  ((void *)1) /* epoll data of the timerfd (endpoints are real pointers) */
 #define NETDEV_TAG ((void *)2) /* epoll data of the netdev watch (net/netdev.h) */
 
@@ -93,8 +96,8 @@ static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct
 		 * inbox's "sleeping" flag for it, so a doorbell an application pass took from
 		 * the socket must still wake the thread: otherwise it would sleep on with no
 		 * sender ringing again. It re-arms and sleeps if there is nothing to do. */
-		if (!swv_progress_is_self(ctx))
-			swv_progress_kick(ctx, 0);
+		if (!swv_progress_is_self(pr))
+			swv_progress_kick(pr, 0);
 		return false;
 	}
 	stat_inc(&pr->rx_packets);
@@ -517,9 +520,9 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 	return done;
 }
 
-int swv_progress_assist(struct swv_context *ctx)
+int swv_progress_assist(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
+	struct swv_context *ctx = CTX(pr);
 
 	if (!pr->started)
 		return 0;
@@ -530,11 +533,11 @@ int swv_progress_assist(struct swv_context *ctx)
 	return pass_locked(ctx, false, false);
 }
 
-int swv_progress_settle(struct swv_context *ctx, bool release_held)
+int swv_progress_settle(struct swv_progress *pr, bool release_held)
 {
-	struct swv_progress *pr = &ctx->progress;
+	struct swv_context *ctx = CTX(pr);
 
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return 0;
 	/* Waits for a pass under way: it may have looked at a port before the packet
 	 * that matters arrived there. Ours starts after the call, so it sees it. */
@@ -558,19 +561,17 @@ static bool drive_wanted(struct swv_progress *pr)
 	return false;
 }
 
-int swv_progress_drive(struct swv_context *ctx)
+int swv_progress_drive(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	if (!pr->started)
 		return 0;
 	if (!drive_wanted(pr)) {
 		/* A driver whose reason to receive ended hands receiving back at once. */
 		if (atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
-			swv_progress_release(ctx);
+			swv_progress_release(pr);
 		return 0;
 	}
-	int done = swv_progress_assist(ctx);
+	int done = swv_progress_assist(pr);
 	if (done < 0)
 		return done;
 	/* Passes in a tight loop hold the lease; occasional ones do not, so an
@@ -586,55 +587,52 @@ int swv_progress_drive(struct swv_context *ctx)
 	return done;
 }
 
-void swv_progress_release(struct swv_context *ctx)
+void swv_progress_release(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	if (!pr->started || !atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
 		return;
 	atomic_store(&pr->drive_until, 0);
 	/* See 'muted' in progress.h: the thread either sees the 0 or is woken here. */
 	if (atomic_load(&pr->muted))
-		swv_progress_kick(ctx, 0);
+		swv_progress_kick(pr, 0);
 }
 
-void swv_progress_test_norx(struct swv_context *ctx, bool on)
+void swv_progress_test_norx(struct swv_progress *pr, bool on)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	atomic_store(&pr->test_norx, on);
-	swv_progress_kick(ctx, 0);
+	swv_progress_kick(pr, 0);
 	while (on && !atomic_load(&pr->muted)) {
 		struct timespec ts = {0, 100000};
 		nanosleep(&ts, NULL);
 	}
 }
 
-void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns)
+void swv_progress_test_lease(struct swv_progress *pr, uint64_t ns)
 {
-	atomic_store(&ctx->progress.lease_ns, ns);
+	atomic_store(&pr->lease_ns, ns);
 }
 
-void swv_progress_test_hold(struct swv_context *ctx)
+void swv_progress_test_hold(struct swv_progress *pr)
 {
-	pthread_mutex_lock(&ctx->progress.work_lock);
-	work_begin(&ctx->progress);
+	pthread_mutex_lock(&pr->work_lock);
+	work_begin(pr);
 }
 
-void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+void swv_progress_test_rx(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
 			  unsigned n)
 {
-	struct swv_progress_rx *st = ctx->progress.rx;
+	struct swv_context *ctx = CTX(pr);
+	struct swv_progress_rx *st = pr->rx;
 
 	for (unsigned i = 0; i < n; i++)
 		rx_dispatch(ctx, ep, &pkts[i], st, false);
 	group_flush(st);
 }
 
-void swv_progress_test_release(struct swv_context *ctx)
+void swv_progress_test_release(struct swv_progress *pr)
 {
-	work_end(&ctx->progress);
-	pthread_mutex_unlock(&ctx->progress.work_lock);
+	work_end(pr);
+	pthread_mutex_unlock(&pr->work_lock);
 }
 
 static void rx_state_free(struct swv_progress_rx *st)
@@ -646,9 +644,9 @@ static void rx_state_free(struct swv_progress_rx *st)
 	free(st);
 }
 
-int swv_progress_start(struct swv_context *ctx)
+int swv_progress_start(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
+	struct swv_context *ctx = CTX(pr);
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	sigset_t all, old;
 	int rc;
@@ -740,9 +738,8 @@ err:
 	return rc;
 }
 
-void swv_progress_stop(struct swv_context *ctx)
+void swv_progress_stop(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
 	if (pr->started) {
 		uint64_t one = 1;
 		atomic_store(&pr->stop, true);
@@ -764,41 +761,39 @@ void swv_progress_stop(struct swv_context *ctx)
 	pr->evfd = pr->epfd = pr->tfd = -1;
 }
 
-int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+int swv_progress_add_endpoint(struct swv_progress *pr, struct swv_endpoint *ep)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 	if (!ep)
 		return EINVAL;
 	swv_ep_enable_gro(ep); /* only this thread receives: it splits coalesced datagrams */
-	atomic_fetch_add_explicit(&ctx->progress.ep_gen, 1, memory_order_release);
-	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
+	atomic_fetch_add_explicit(&pr->ep_gen, 1, memory_order_release);
+	if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, ep->fd, &ev))
 		return errno;
 	return 0;
 }
 
-void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+void swv_progress_del_endpoint(struct swv_progress *pr, struct swv_endpoint *ep)
 {
-	(void)epoll_ctl(ctx->progress.epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+	(void)epoll_ctl(pr->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
 }
 
-void swv_progress_quiesce(struct swv_context *ctx)
+void swv_progress_quiesce(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return;
 	/* An iteration that was running (or had its events already) ends by bumping the
 	 * epoch; one that starts later cannot see what was removed before this load. */
 	uint64_t e = atomic_load(&pr->epoch);
 	while (atomic_load(&pr->epoch) == e) {
-		swv_progress_kick(ctx, 0);
+		swv_progress_kick(pr, 0);
 		struct timespec ts = {.tv_nsec = 20000};
 		nanosleep(&ts, NULL);
 	}
 }
 
-void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)
+void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	struct swv_progress *pr = &ctx->progress;
 	uint64_t p = atomic_load(&pr->pending);
 
 	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
@@ -813,9 +808,8 @@ void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)
 	}
 }
 
-void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
+void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	struct swv_progress *pr = &ctx->progress;
 	uint64_t p = atomic_load(&pr->pending);
 
 	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
@@ -829,7 +823,7 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
 		return;
 	uint64_t now = swv_now_ns();
 	if (!pr->started || deadline_ns < now + SWV_PROGRESS_ARM_SLACK_NS) {
-		swv_progress_kick(ctx, deadline_ns);
+		swv_progress_kick(pr, deadline_ns);
 		return;
 	}
 	pthread_mutex_lock(&pr->timer_lock);
@@ -842,17 +836,16 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
 			atomic_fetch_add_explicit(&pr->timer_arms, 1, memory_order_relaxed);
 		} else {
 			pthread_mutex_unlock(&pr->timer_lock);
-			swv_progress_kick(ctx, deadline_ns);
+			swv_progress_kick(pr, deadline_ns);
 			return;
 		}
 	}
 	pthread_mutex_unlock(&pr->timer_lock);
 }
 
-void swv_progress_sync(struct swv_context *ctx)
+void swv_progress_sync(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return;
 	uint32_t s = atomic_load(&pr->seq);
 	if (!(s & 1))
@@ -863,7 +856,7 @@ void swv_progress_sync(struct swv_context *ctx)
 	atomic_fetch_sub(&pr->sync_waiters, 1);
 }
 
-bool swv_progress_is_self(struct swv_context *ctx)
+bool swv_progress_is_self(struct swv_progress *pr)
 {
-	return ctx->progress.started && pthread_equal(pthread_self(), ctx->progress.thread);
+	return pr->started && pthread_equal(pthread_self(), pr->thread);
 }

@@ -35,7 +35,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct swv_context;
 struct swv_endpoint;
 
 struct swv_progress {
@@ -118,23 +117,23 @@ struct swv_progress {
 
 /* Create the epoll set, the doorbell and the thread. Returns 0 or a positive errno
  * (everything undone on failure). */
-int swv_progress_start(struct swv_context *ctx);
+int swv_progress_start(struct swv_progress *pr);
 /* Stop and join the thread, close its fds. Idempotent; safe after a failed start. */
-void swv_progress_stop(struct swv_context *ctx);
+void swv_progress_stop(struct swv_progress *pr);
 /* Add a socket to the epoll set (any thread; takes effect at once). Returns 0 or errno. */
-int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+int swv_progress_add_endpoint(struct swv_progress *pr, struct swv_endpoint *ep);
 /* Take a socket out of the epoll set (a multicast group's; the ports stay for the
  * context's life). The thread may still hold an event for it: swv_progress_quiesce
  * before closing it. */
-void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+void swv_progress_del_endpoint(struct swv_progress *pr, struct swv_endpoint *ep);
 /* Return once the thread has completed an iteration that began after the call: it no
  * longer holds anything it saw before (an epoll event of a removed socket, a QP
  * taken from a list). Wakes the thread for it. From the thread itself, returns at
  * once. Never call it while holding a QP or CQ lock or the work lock. */
-void swv_progress_quiesce(struct swv_context *ctx);
+void swv_progress_quiesce(struct swv_progress *pr);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
-void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
+void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns);
 /* Like swv_progress_kick, but a hint that need not wake the thread now: a deadline
  * more than SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd instead (one syscall,
  * no context switch; none at all while an earlier arm is pending), so a posting
@@ -142,24 +141,24 @@ void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
  * for each of them. Same guarantee: an iteration runs at or after deadline_ns, no
  * later than the deadline plus scheduling delay. Safe from any thread. */
 #define SWV_PROGRESS_ARM_SLACK_NS 1000000ull
-void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns);
+void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the
  * call (used before freeing a QP it may be touching). From the progress thread
  * itself it returns at once (the caller is that work). */
-void swv_progress_sync(struct swv_context *ctx);
-bool swv_progress_is_self(struct swv_context *ctx);
-/* One receive pass by an application thread: if nobody is receiving for ctx right now,
+void swv_progress_sync(struct swv_progress *pr);
+bool swv_progress_is_self(struct swv_progress *pr);
+/* One receive pass by an application thread: if nobody is receiving for pr right now,
  * receive and dispatch what its sockets hold, without blocking. Returns the number of
  * packets processed, or -1 if another thread holds the work lock. Unconditional (a
  * system call per socket); waiters call swv_progress_drive instead. Never call it
  * while holding a QP or CQ lock. */
-int swv_progress_assist(struct swv_context *ctx);
-/* Process everything that reached ctx's ports before the call: waits for a pass under
+int swv_progress_assist(struct swv_progress *pr);
+/* Process everything that reached pr's ports before the call: waits for a pass under
  * way, then runs one of its own over every inbox and socket. release_held: then the
  * packets the fault injector holds for transmission leave at once. Returns the packet
  * count (0 from the progress thread itself, which is that pass). Never call it while
  * holding a QP or CQ lock. */
-int swv_progress_settle(struct swv_context *ctx, bool release_held);
+int swv_progress_settle(struct swv_progress *pr, bool release_held);
 
 /* Whoever waits makes progress (docs/design.md): called by every call through which
  * an application learns of completions when it found nothing new (an empty
@@ -174,11 +173,11 @@ int swv_progress_settle(struct swv_context *ctx, bool release_held);
 #define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
 #define SWV_PROGRESS_LEASE_NS	 100000ull /* a driver's lease: the thread's takeover delay */
 #define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
-int swv_progress_drive(struct swv_context *ctx);
+int swv_progress_drive(struct swv_progress *pr);
 /* The calling thread is about to block (futex, completion channel, counter fd) or
  * arms an event: give up any driver's lease so the progress thread receives again,
  * waking it if it sleeps with its sockets muted. Cheap when no lease is held. */
-void swv_progress_release(struct swv_context *ctx);
+void swv_progress_release(struct swv_progress *pr);
 
 /* Whether swv_progress_drive might run a pass: loads only, no clock. A lapsed
  * rx_hot_until still answers true until a drive clears it, so callers that skip the
@@ -201,11 +200,11 @@ static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
  * epoll set and stay out -- while it still runs timers. Only application threads
  * (swv_progress_drive) then receive, which is what tests of "whoever waits makes
  * progress" need. Returns once the thread has muted its sockets. */
-void swv_progress_test_norx(struct swv_context *ctx, bool on);
+void swv_progress_test_norx(struct swv_progress *pr, bool on);
 /* Test hook, internal: the context's driver lease becomes ns long. A test that needs
  * the thread muted by a polling loop sets one long enough that the thread, whenever
  * it gets a CPU on a loaded machine, still finds the lease held. */
-void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns);
+void swv_progress_test_lease(struct swv_progress *pr, uint64_t ns);
 
 /* Test hooks, internal (the fuzzers in tests/fuzz): hold the receive work section as
  * one thread iteration does -- while held nobody else receives and the thread runs no
@@ -216,9 +215,9 @@ void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns);
  * while holding a QP or CQ lock, and no QP may be destroyed in between (destroy waits
  * for the section to end). */
 struct swv_rx_pkt;
-void swv_progress_test_hold(struct swv_context *ctx);
-void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+void swv_progress_test_hold(struct swv_progress *pr);
+void swv_progress_test_rx(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
 			  unsigned n);
-void swv_progress_test_release(struct swv_context *ctx);
+void swv_progress_test_release(struct swv_progress *pr);
 
 #endif
