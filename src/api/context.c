@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "core/context.h"
+#include "transport/receive.h"
 #include "util/compiler.h"
 
 SWV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
@@ -10,7 +11,7 @@ SWV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = EINVAL;
 		return NULL;
 	}
-	struct swv_context *ctx = swv_ctx_open(to_swv_device(device));
+	struct swv_context *ctx = swv_ctx_open(to_swv_device(device), &swv_receive_ops);
 	return ctx ? &ctx->vctx.context : NULL;
 }
 

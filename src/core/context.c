@@ -114,7 +114,10 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 	return p;
 }
 
-struct swv_context *swv_ctx_open(struct swv_device *dev)
+/* Every port is one receive endpoint of the context's progress loop. */
+_Static_assert(SWV_MAX_QP_PORTS <= SWV_PROGRESS_MAX_EPS, "ports beyond the progress loop's");
+
+struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progress_ops *rx_ops)
 {
 	struct swv_context *ctx = calloc(1, sizeof(*ctx));
 	int rc;
@@ -196,11 +199,11 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	/* Port state follows the interface (net/netdev.h); best effort, never fails.
 	 * Opened before the progress thread, which watches its socket. */
 	swv_netdev_open(&ctx->netdev, ctx->cfg->addr);
-	rc = swv_progress_start(&ctx->progress);
+	rc = swv_progress_start(&ctx->progress, rx_ops, ctx, ctx->netdev.fd);
 	if (rc)
 		goto err_progress;
-	/* Under qp_lock: the progress thread runs already (the netdev watch can wake it
-	 * at once) and its timer scan reads ports[] and nports under that lock. */
+	/* Under qp_lock, which ports[] and nports change under: the progress thread runs
+	 * already (the netdev watch can wake it at once). */
 	pthread_mutex_lock(&ctx->qp_lock);
 	ctx->ports[0] = port_open(ctx);
 	if (ctx->ports[0])
