@@ -43,7 +43,8 @@
 struct swv_endpoint;
 struct swv_rx_pkt;
 
-/* What the owner of a loop registers (a static const table; swv_progress_start). */
+/* What the owner of a loop registers (a static const table, every call set;
+ * swv_progress_start). */
 struct swv_progress_ops {
 	/* The owner's state, passed to every call below, made from swv_progress_start's
 	 * arg before the thread starts; NULL (errno set) makes the start fail. */
