@@ -25,5 +25,5 @@ void swv_cm_settle(struct ibv_context *ctx)
 {
 	if (!ctx)
 		return;
-	(void)swv_progress_settle(to_swv_ctx(ctx), true);
+	(void)swv_progress_settle(&to_swv_ctx(ctx)->progress, true);
 }

@@ -4,6 +4,7 @@
 
 #include "core/context.h"
 #include "transport/qp_transport.h"
+#include "transport/receive.h"
 #include "transport/stat.h"
 #include "util/compiler.h"
 
@@ -13,7 +14,7 @@ SWV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = EINVAL;
 		return NULL;
 	}
-	struct swv_context *ctx = swv_ctx_open(to_swv_device(device));
+	struct swv_context *ctx = swv_ctx_open(to_swv_device(device), &swv_receive_ops);
 	if (!ctx)
 		return NULL;
 	/* Before any importer copies the ops (ibv_import_device). */

@@ -85,7 +85,7 @@ SWV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq 
 	}
 	struct swv_comp_channel *ch = swv_container_of(channel, struct swv_comp_channel, ibch);
 	/* This thread may block in read below: the progress thread receives meanwhile. */
-	swv_progress_release(to_swv_ctx(channel->context));
+	swv_progress_release(&to_swv_ctx(channel->context)->progress);
 	for (;;) {
 		uint64_t token;
 		if (read(ch->ibch.fd, &token, sizeof(token)) != (ssize_t)sizeof(token))

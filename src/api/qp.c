@@ -133,7 +133,7 @@ SWV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
  */
 static void drain_before_err(struct swv_qp *q)
 {
-	(void)swv_progress_settle(q->ctx, false);
+	(void)swv_progress_settle(&q->ctx->progress, false);
 }
 
 SWV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)

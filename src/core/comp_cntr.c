@@ -77,7 +77,7 @@ int swv_comp_cntr_read_still(struct swv_comp_cntr *c, bool err, uint64_t *value)
 	uint64_t v;
 
 	atomic_store_explicit(&c->rd[err].still, 0, memory_order_relaxed);
-	if (swv_progress_drive(to_swv_ctx(c->ibcntr.context)) < 0)
+	if (swv_progress_drive(&to_swv_ctx(c->ibcntr.context)->progress) < 0)
 		sched_yield(); /* the receiver may be preempted on this very core */
 	/* The pass may have completed work: report the count as it is now (the
 	 * acquire load keeps the counting contract). */

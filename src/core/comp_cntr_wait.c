@@ -114,7 +114,7 @@ int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_
 		if (atomic_load_explicit(c->err, memory_order_acquire) != err0)
 			return EIO;
 		if ((i & 63) == 0) {
-			int done = swv_progress_drive(ctx);
+			int done = swv_progress_drive(&ctx->progress);
 			if (done < 0)
 				sched_yield(); /* the receiver may be preempted on this core */
 			if (atomic_load_explicit(c->comp, memory_order_acquire) >= threshold)
@@ -136,7 +136,7 @@ int swv_comp_cntr_wait_impl(struct swv_comp_cntr *c, uint64_t threshold, uint64_
 	/* Phase 2: sleep on the futex; updaters wake us once they see wake_at reached
 	 * or the error count change. Asleep, this thread cannot receive: the progress
 	 * thread must (swv_progress_release wakes it if it left that to a driver). */
-	swv_progress_release(ctx);
+	swv_progress_release(&ctx->progress);
 	atomic_fetch_add(&c->nwaiters, 1);
 	atomic_fetch_add(&c->watchers, 1);
 	for (;;) {
@@ -221,7 +221,7 @@ int swv_comp_cntr_wait_many_impl(const struct swv_cntr_wait_entry *e, unsigned n
 			struct swv_context *last = NULL;
 			for (unsigned k = 0; k < n; k++) {
 				struct swv_context *ctx = to_swv_ctx(e[k].cntr->ibcntr.context);
-				if (ctx != last && swv_progress_drive(ctx) < 0)
+				if (ctx != last && swv_progress_drive(&ctx->progress) < 0)
 					sched_yield();
 				last = ctx;
 			}
@@ -243,7 +243,7 @@ int swv_comp_cntr_wait_many_impl(const struct swv_cntr_wait_entry *e, unsigned n
 	 * asleep on the process-wide multi_seq. */
 	for (unsigned k = 0; k < n; k++) {
 		struct swv_comp_cntr *c = e[k].cntr;
-		swv_progress_release(to_swv_ctx(c->ibcntr.context));
+		swv_progress_release(&to_swv_ctx(c->ibcntr.context)->progress);
 		atomic_fetch_add(&c->nwaiters, 1);
 		atomic_fetch_add(&c->watchers, 1);
 	}
@@ -368,7 +368,7 @@ static void fd_set_mode(struct swv_comp_cntr *c, enum swv_cntr_fd_mode mode, uin
 int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c)
 {
 	/* The fd is for blocking in poll/read, where no library code runs to receive. */
-	swv_progress_release(to_swv_ctx(c->ibcntr.context));
+	swv_progress_release(&to_swv_ctx(c->ibcntr.context)->progress);
 	pthread_mutex_lock(&c->fd_lock);
 	bool created = c->efd < 0;
 	int ret = fd_ensure(c);
@@ -381,7 +381,8 @@ int swv_comp_cntr_fd_impl(struct swv_comp_cntr *c)
 
 int swv_comp_cntr_arm_impl(struct swv_comp_cntr *c, uint64_t threshold)
 {
-	swv_progress_release(to_swv_ctx(c->ibcntr.context)); /* as swv_comp_cntr_fd_impl */
+	/* as swv_comp_cntr_fd_impl */
+	swv_progress_release(&to_swv_ctx(c->ibcntr.context)->progress);
 	pthread_mutex_lock(&c->fd_lock);
 	int ret = fd_ensure(c);
 	if (ret == 0) {

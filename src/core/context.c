@@ -60,7 +60,7 @@ static void port_free(struct swv_qp_port *p)
  * wakes by its release time to call swv_ep_flush_delayed. (Added by net.) */
 static void port_hold_kick(void *ctx, uint64_t deadline_ns)
 {
-	swv_progress_kick(ctx, deadline_ns);
+	swv_progress_kick(&((struct swv_context *)ctx)->progress, deadline_ns);
 }
 
 /* Open one more UDP socket for QPNs. Called with qp_lock held (or before the context
@@ -104,7 +104,7 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 		swv_ep_set_hold_cb(&p->ep, port_hold_kick, ctx);
 	else
 		(void)swv_ep_attach_shm(&p->ep); /* without an inbox the port is UDP only */
-	rc = swv_progress_add_endpoint(ctx, &p->ep);
+	rc = swv_progress_add_endpoint(&ctx->progress, &p->ep);
 	if (rc) {
 		port_free(p);
 		errno = rc;
@@ -113,7 +113,10 @@ static struct swv_qp_port *port_open(struct swv_context *ctx)
 	return p;
 }
 
-struct swv_context *swv_ctx_open(struct swv_device *dev)
+/* Every port is one receive endpoint of the context's progress loop. */
+_Static_assert(SWV_MAX_QP_PORTS <= SWV_PROGRESS_MAX_EPS, "ports beyond the progress loop's");
+
+struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progress_ops *rx_ops)
 {
 	struct swv_context *ctx = calloc(1, sizeof(*ctx));
 	int rc;
@@ -193,11 +196,11 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	/* Port state follows the interface (net/netdev.h); best effort, never fails.
 	 * Opened before the progress thread, which watches its socket. */
 	swv_netdev_open(&ctx->netdev, ctx->cfg->addr);
-	rc = swv_progress_start(ctx);
+	rc = swv_progress_start(&ctx->progress, rx_ops, ctx, ctx->netdev.fd);
 	if (rc)
 		goto err_progress;
-	/* Under qp_lock: the progress thread runs already (the netdev watch can wake it
-	 * at once) and its timer scan reads ports[] and nports under that lock. */
+	/* Under qp_lock, which ports[] and nports change under: the progress thread runs
+	 * already (the netdev watch can wake it at once). */
 	pthread_mutex_lock(&ctx->qp_lock);
 	ctx->ports[0] = port_open(ctx);
 	if (ctx->ports[0])
@@ -225,7 +228,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev)
 	return ctx;
 
 err_port:
-	swv_progress_stop(ctx);
+	swv_progress_stop(&ctx->progress);
 err_progress:
 	swv_netdev_close(&ctx->netdev);
 	swv_mr_table_destroy(&ctx->mrs);
@@ -248,7 +251,7 @@ err_pipe:
 void swv_ctx_close(struct swv_context *ctx)
 {
 	/* The thread goes first: nothing may receive, run timers or complete after. */
-	swv_progress_stop(ctx);
+	swv_progress_stop(&ctx->progress);
 	swv_netdev_close(&ctx->netdev); /* its reader, the progress thread, is gone */
 	swv_trig_release_all(ctx);
 	swv_comp_cntr_release_all(ctx);
@@ -427,7 +430,7 @@ void swv_ctx_qpn_free(struct swv_context *ctx, struct swv_qp *qp, uint32_t qpn)
 		swv_list_del(&qp->ctx_entry);
 	}
 	pthread_mutex_unlock(&ctx->qp_lock);
-	swv_progress_sync(ctx);
+	swv_progress_sync(&ctx->progress);
 }
 
 struct swv_qp *swv_ctx_qp_lookup(struct swv_context *ctx, struct swv_endpoint *ep, uint32_t qpn)

@@ -130,10 +130,12 @@ static inline uint16_t swv_ctx_pkey(const struct swv_context *ctx, unsigned inde
 	return index < ctx->cfg->npkeys ? ctx->cfg->pkeys[index] : 0;
 }
 
-/* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Open
- * returns NULL + errno. Close stops the progress thread first, then releases the
- * netdev watch, counters, sockets, leftover MRs and the async event queue. */
-struct swv_context *swv_ctx_open(struct swv_device *dev);
+/* Create / destroy a context for dev (ibv_open_device / ibv_close_device). Its
+ * progress loop runs rx_ops (the transport's receive story, which the api layer passes
+ * in: core does not reach up to it) on the context. Open returns NULL + errno. Close
+ * stops the progress thread first, then releases the netdev watch, counters, sockets,
+ * leftover MRs and the async event queue. */
+struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progress_ops *rx_ops);
 void swv_ctx_close(struct swv_context *ctx);
 /* ibv_close_device of one ibv_context (a primary or an importer): closes its cmd_fd;
  * when it was the last open one of its primary, *last is the primary, for the caller

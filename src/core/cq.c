@@ -108,7 +108,7 @@ int swv_cq_poll_ext(struct swv_cq *cq, int num_entries, struct ibv_wc *wc, uint6
 	 * context is idle), and looks once more; if someone else is receiving, it yields
 	 * so a preempted holder can finish rather than wait out this thread's slice. */
 	if (cq_empty(cq)) {
-		int done = swv_progress_drive(to_swv_ctx(cq->ibcq.context));
+		int done = swv_progress_drive(&to_swv_ctx(cq->ibcq.context)->progress);
 		if (done < 0)
 			sched_yield();
 		if (done <= 0 || cq_empty(cq))
@@ -135,7 +135,7 @@ int swv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 
 	/* Arming precedes blocking on the channel's fd, where this thread cannot drive
 	 * progress: the progress thread must receive again. */
-	swv_progress_release(to_swv_ctx(ibcq->context));
+	swv_progress_release(&to_swv_ctx(ibcq->context)->progress);
 	pthread_mutex_lock(&cq->lock);
 	/* Arming for "any" subsumes a pending "solicited only" arm, never the reverse. */
 	if (!solicited_only)

@@ -57,7 +57,7 @@ static struct swv_mcast_grp *grp_open(struct swv_context *ctx, const uint8_t gid
 		free(g);
 		return NULL;
 	}
-	*rc = swv_progress_add_endpoint(ctx, &g->ep);
+	*rc = swv_progress_add_endpoint(&ctx->progress, &g->ep);
 	if (*rc) {
 		swv_ep_close(&g->ep);
 		free(g);
@@ -124,14 +124,14 @@ int swv_mcast_detach(struct swv_qp *qp, const uint8_t gid[16], uint16_t lid)
 	qp->nmcast--;
 	if (--g->nqps == 0) {
 		/* Leave the group now: no new datagram reaches the socket. */
-		swv_progress_del_endpoint(ctx, &g->ep);
+		swv_progress_del_endpoint(&ctx->progress, &g->ep);
 		ctx->mcast[gi] = NULL;
 		gone = g;
 	}
 	/* Under the lock, so that a QP cannot be destroyed (nmcast is 0 already) while
 	 * the thread may still deliver to it, nor the group's address be joined again
 	 * before this socket is gone. */
-	swv_progress_quiesce(ctx);
+	swv_progress_quiesce(&ctx->progress);
 	if (gone) {
 		swv_ep_close(&gone->ep);
 		free(gone);

@@ -25,7 +25,6 @@
 
 struct swv_context;
 struct swv_qp;
-struct swv_pkt;
 
 struct swv_mcast_grp {
 	struct swv_endpoint ep; /* first: the progress thread finds the group from it */
@@ -42,13 +41,6 @@ struct swv_mcast_grp {
  * device in authenticated mode (its per-pair keys cannot cover a group). */
 int swv_mcast_attach(struct swv_qp *qp, const uint8_t gid[16], uint16_t lid);
 int swv_mcast_detach(struct swv_qp *qp, const uint8_t gid[16], uint16_t lid);
-
-/* Progress thread, inside its work section: one datagram from a group's socket, for
- * QPN 0xffffff. Defined in src/transport/receive.c, declared here for the progress
- * loop only (as swv_qp_rx, core/qp.h). False when it does not name the group's MGID (another MGID
- * on the same IP group, or no MGID at all): no QP here is attached to its group. */
-bool swv_mcast_deliver(struct swv_context *ctx, struct swv_endpoint *ep, const struct swv_pkt *pkt,
-		       const struct sockaddr_in *src);
 
 /* Context close, after the progress thread stopped: close and free every group. */
 void swv_mcast_close_all(struct swv_context *ctx);

@@ -26,7 +26,6 @@ struct swv_auth_qp;
 struct swv_context;
 struct swv_endpoint;
 struct swv_pd;
-struct swv_pkt;
 struct swv_mw;
 struct swv_req_state;
 struct swv_resp_state;
@@ -217,19 +216,6 @@ static inline struct swv_qp *to_swv_qp(struct ibv_qp *qp)
 	return (struct swv_qp *)qp;
 }
 
-/* The receive demux and the QP timer: defined in src/transport/receive.c and
- * src/transport/qp_timer.c. Declared here only because the progress loop (below the
- * transport) calls them until it runs sources the transport registers; nothing in
- * core calls them. qp->lock not held on entry. */
-/* A datagram of a multicast group qp is attached to, with the group's MGID. */
-void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src,
-		     const uint8_t mgid[16]);
-void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
-/* n packets for qp in arrival order (pkts[i] from srcs[i]) under one lock hold, with
- * the responder's ACKs coalesced over the batch. */
-void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
-		     const struct sockaddr_in *const *srcs, unsigned n);
-void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
 
 /* Object lifetime. src/api/qp.c calls, after checking its arguments:
  * swv_qp_create, then the transport's init (transport/qp_transport.h), then

@@ -107,7 +107,7 @@ void swv_trig_cntr_update(struct swv_comp_cntr *c)
 	moved = !swv_list_empty(&c->trig_list) && collect_due(ctx, c);
 	pthread_mutex_unlock(&ctx->trig_lock);
 	if (moved)
-		swv_progress_kick(ctx, 0); /* in case the updater reaches no run point */
+		swv_progress_kick(&ctx->progress, 0); /* in case the updater reaches no run point */
 }
 
 /* trig_lock held: t leaves every list for good; its references go. */

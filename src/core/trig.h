@@ -84,13 +84,6 @@ void swv_trig_hold(struct swv_context *ctx, struct swv_trig *t);
 /* Counter update slow path (comp_cntr notify): queue what is due on c. */
 void swv_trig_cntr_update(struct swv_comp_cntr *c);
 
-/* Issue the ready queue. Call with no lock held. Cheap when it is empty. On return,
- * every trigger queued before the call has been issued (by this thread, or by the
- * runner it waited for): ctx->trig_nready counts queued and running ones. Defined in
- * src/transport/trig_run.c (it posts into the requester); declared here for the
- * progress loop, which sits below the transport (as swv_qp_rx, core/qp.h). */
-void swv_trig_run(struct swv_context *ctx);
-
 /* For the runner (src/transport/trig_run.c), holding ctx->trig_run_lock: take the oldest ready
  * trigger off every list (RUNNING), NULL when none; then, once it was issued, drop
  * its references, free it and count it done. */

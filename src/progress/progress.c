@@ -1,6 +1,8 @@
 /*
- * The per-context progress thread. See progress.h for the threading rules; the
- * invariants that make QP freeing safe are spelled out next to 'seq' below.
+ * The progress loop and its thread. See progress.h for the threading rules; the
+ * invariants that make QP freeing safe are spelled out next to 'seq' below. What a
+ * datagram means and what a timer does is the owner's (pr->ops): this file only
+ * receives, sleeps and wakes.
  */
 #include <errno.h>
 #include <limits.h>
@@ -15,15 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/context.h"
-#include "core/limits.h"
-#include "core/mcast.h"
-#include "core/qp.h"
-#include "core/trig.h"
 #include "link/shm.h"
 #include "link/endpoint.h"
 #include "progress/progress.h"
-#include "transport/packet.h"
 #include "util/clock.h"
 #include "util/compiler.h"
 #include "util/log.h"
@@ -31,9 +27,8 @@
 #define RX_BATCH  32 /* datagrams per recvmmsg (each up to 64 KiB when GRO coalesced) */
 #define RX_ROUNDS 8  /* batches per readable socket per iteration: fairness between sockets */
 #define MAX_EVENTS 64
-#define RX_GROUP   64 /* packets for one QP handed over under one lock hold */
 #define TIMER_TAG  ((void *)1) /* epoll data of the timerfd (endpoints are real pointers) */
-#define NETDEV_TAG ((void *)2) /* epoll data of the netdev watch (net/netdev.h) */
+#define WATCH_TAG  ((void *)2) /* epoll data of the watched fd (ops->watch) */
 
 /* Single writer (the progress thread): a plain load+store is enough and avoids a
  * locked instruction per packet. */
@@ -57,82 +52,32 @@ static void futex_wake_all(_Atomic uint32_t *addr)
  * under pr->work_lock. */
 struct swv_progress_rx {
 	struct swv_ep_rx rx; /* receive buffers and per-packet descriptors */
-	/* consecutive packets for the same QP, parsed, not yet handed over */
-	struct swv_qp *gqp;
-	unsigned gn;
-	struct swv_pkt gpk[RX_GROUP];
-	const struct swv_pkt *gp[RX_GROUP];
-	const struct sockaddr_in *gs[RX_GROUP];
-	struct swv_qp **due;  /* QPs whose timer is due, collected under qp_lock */
-	size_t due_cap;
-	/* per port: ep->udp_tx when an application pass last received from its socket */
-	uint64_t udp_seen[SWV_MAX_QP_PORTS];
+	/* per endpoint: ep->udp_tx when an application pass last received from its socket */
+	uint64_t udp_seen[SWV_PROGRESS_MAX_EPS];
 	unsigned app_pass; /* application passes run (selects the periodic socket look) */
 };
 
-static void group_flush(struct swv_progress_rx *st)
+/* The receive endpoints registered so far; eps[0..n) may be read without a lock. */
+static unsigned eps_count(struct swv_progress *pr)
 {
-	if (st->gn)
-		swv_qp_rx_batch(st->gqp, st->gp, st->gs, st->gn);
-	st->gn = 0;
-	st->gqp = NULL;
+	return atomic_load_explicit(&pr->neps, memory_order_acquire);
 }
 
-/* Validate one packet and queue it for its QP (false: it was a doorbell); consecutive packets for
- * one QP are handed over together (one lock hold, one coalesced ACK: swv_qp_rx_batch). They point
- * into the receive buffers, so the group is handed over before the next receive. */
-static bool rx_dispatch(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *rp,
-			struct swv_progress_rx *st, bool ring)
+/* Hand a batch to the owner (work_lock held); returns its packet count. */
+static unsigned rx_batch(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+			 unsigned n, bool ring)
 {
-	struct swv_progress *pr = &ctx->progress;
-	struct swv_pkt pkt;
-	int rc;
-
-	if (swv_unlikely(swv_shm_is_doorbell(rp->buf, rp->len))) {
-		/* A wake-up for the inbox (link/shm.h), not a packet. The sender cleared the
-		 * inbox's "sleeping" flag for it, so a doorbell an application pass took from
-		 * the socket must still wake the thread: otherwise it would sleep on with no
-		 * sender ringing again. It re-arms and sleeps if there is nothing to do. */
-		if (!swv_progress_is_self(ctx))
-			swv_progress_kick(ctx, 0);
-		return false;
-	}
-	stat_inc(&pr->rx_packets);
-	rc = swv_pkt_parse_ex(rp->buf, rp->len, ctx->cfg->auth, &pkt);
-	if (rc) {
-		stat_inc(rc == EBADMSG ? &pr->rx_bad_crc : &pr->rx_malformed);
-		return true;
-	}
-	/* Only a sender on the intra-host link can have placed a payload; elsewhere the
-	 * bit is reserved and ignored, as a real adapter does (docs/wire.md). */
-	pkt.placed &= ring;
-	if (swv_unlikely(ep->mcast)) {
-		/* A group's socket: for QPN 0xffffff only, to every QP attached. */
-		group_flush(st);
-		if (pkt.dqpn != SWV_MCAST_QPN || !swv_mcast_deliver(ctx, ep, &pkt, &rp->src))
-			stat_inc(&pr->rx_no_qp);
-		return true;
-	}
-	/* The QPN names its socket: a packet for another port's QPN is misrouted. */
-	struct swv_qp *qp = swv_ctx_qp_lookup(ctx, ep, pkt.dqpn);
-	if (!qp) {
-		stat_inc(&pr->rx_no_qp);
-		return true;
-	}
-	if (qp != st->gqp || st->gn == RX_GROUP)
-		group_flush(st);
-	st->gqp = qp;
-	st->gpk[st->gn] = pkt;
-	st->gp[st->gn] = &st->gpk[st->gn];
-	st->gs[st->gn] = &rp->src;
-	st->gn++;
-	return true;
+	unsigned got = pr->ops->rx(pr->owner, ep, pkts, n, ring);
+	atomic_store_explicit(&pr->rx_packets,
+			      atomic_load_explicit(&pr->rx_packets, memory_order_relaxed) + got,
+			      memory_order_relaxed);
+	return got;
 }
 
 /* Returns the number of packets dispatched (doorbells are not packets: one that arrives
  * late must not make the context look busy); each receive call is counted in *calls
  * (work_lock held: one writer at a time). */
-static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
+static int rx_endpoint(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_progress_rx *st,
 		       _Atomic uint64_t *calls, int rounds)
 {
 	int total = 0;
@@ -140,9 +85,8 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
 		/* One descriptor per IB packet: a GRO-coalesced datagram is split here. */
 		stat_inc(calls);
 		int n = swv_ep_recv_segs(ep, &st->rx);
-		for (int i = 0; i < n; i++)
-			total += rx_dispatch(ctx, ep, &st->rx.segs[i], st, false);
-		group_flush(st);
+		if (n > 0)
+			total += (int)rx_batch(pr, ep, st->rx.segs, (unsigned)n, false);
 		if (st->rx.ndgrams < st->rx.nbufs)
 			break; /* drained; level-triggered epoll reports any remainder */
 	}
@@ -153,7 +97,7 @@ static int rx_endpoint(struct swv_context *ctx, struct swv_endpoint *ep, struct 
  * packets are read in place, so each batch is handed over before its ring space is
  * given back. */
 #define RX_SHM_BATCH 64
-static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_progress_rx *st,
+static int rx_shm(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_progress_rx *st,
 		  _Atomic uint64_t *calls, int rounds)
 {
 	int total = 0;
@@ -161,11 +105,10 @@ static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_p
 		return 0;
 	for (int round = 0; round < rounds; round++) {
 		int n = swv_shm_rx_take(ep->shm, st->rx.segs, RX_SHM_BATCH);
-		if (n)
+		if (n) {
 			stat_inc(calls);
-		for (int i = 0; i < n; i++)
-			rx_dispatch(ctx, ep, &st->rx.segs[i], st, true);
-		group_flush(st);
+			(void)rx_batch(pr, ep, st->rx.segs, (unsigned)n, true);
+		}
 		swv_shm_rx_release(ep->shm);
 		total += n;
 		if (n < RX_SHM_BATCH)
@@ -174,15 +117,14 @@ static int rx_shm(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_p
 	return total;
 }
 
-/* The inboxes of the context's ports (work_lock held): arm them before the thread
- * sleeps (true if one holds packets already: do not sleep), or disarm them. */
-static bool shm_arm_all(struct swv_context *ctx, bool on)
+/* The inboxes of the receive endpoints: arm them before the thread sleeps (true if
+ * one holds packets already: do not sleep), or disarm them. */
+static bool shm_arm_all(struct swv_progress *pr, bool on)
 {
 	bool busy = false;
-	pthread_mutex_lock(&ctx->qp_lock);
-	for (unsigned i = 0; i < ctx->nports; i++)
-		busy |= swv_shm_arm(ctx->ports[i]->ep.shm, on);
-	pthread_mutex_unlock(&ctx->qp_lock);
+	unsigned n = eps_count(pr);
+	for (unsigned i = 0; i < n; i++)
+		busy |= swv_shm_arm(pr->eps[i]->shm, on);
 	return busy;
 }
 
@@ -200,60 +142,16 @@ static void work_end(struct swv_progress *pr)
 		futex_wake_all(&pr->seq);
 }
 
-/* The port's interface changed between active and not: tell the application, as a
- * device does, on the context's async queue (port 1, the only port). */
-static void port_changed(void *arg, bool active)
-{
-	swv_async_event(arg, active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR,
-			(void *)(uintptr_t)1);
-}
-
-/* Run due QP timers and release delayed packets; returns the earliest future deadline
- * (UINT64_MAX if none). */
-static uint64_t run_timers(struct swv_context *ctx, struct swv_progress_rx *st, uint64_t now)
+/* Release what the fault injectors hold that is due at now; returns the earliest
+ * deadline still held (UINT64_MAX if none). Only endpoints with an injector hold. */
+static uint64_t flush_held(struct swv_progress *pr, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
-	size_t ndue = 0;
-	struct swv_list *pos;
-
-	pthread_mutex_lock(&ctx->qp_lock);
-	swv_list_for_each(pos, &ctx->qp_list) {
-		struct swv_qp *qp = swv_list_entry(pos, struct swv_qp, ctx_entry);
-		uint64_t d = atomic_load_explicit(&qp->timer_deadline, memory_order_acquire);
-		if (!d)
+	unsigned n = eps_count(pr);
+	for (unsigned i = 0; i < n; i++) {
+		if (!pr->eps[i]->fault)
 			continue;
-		if (d > now) {
-			next = SWV_MIN(next, d);
-			continue;
-		}
-		if (ndue == st->due_cap) {
-			size_t cap = st->due_cap ? st->due_cap * 2 : 64;
-			struct swv_qp **n = realloc(st->due, cap * sizeof(*n));
-			if (!n) {
-				next = now; /* retry the rest on the next iteration */
-				break;
-			}
-			st->due = n;
-			st->due_cap = cap;
-		}
-		st->due[ndue++] = qp;
-	}
-	/* Fault-injector hold queue: only sockets with an injector hold packets. */
-	for (unsigned i = 0; i < ctx->nports; i++) {
-		struct swv_qp_port *p = ctx->ports[i];
-		if (!p->fault)
-			continue;
-		uint64_t d = swv_ep_flush_delayed(&p->ep, now);
-		if (d)
-			next = SWV_MIN(next, d);
-	}
-	pthread_mutex_unlock(&ctx->qp_lock);
-
-	/* Outside qp_lock: the timer takes qp->lock and may transmit. The QPs cannot be
-	 * freed before this iteration ends (swv_ctx_qpn_free syncs on it). */
-	for (size_t i = 0; i < ndue; i++) {
-		swv_qp_timer(st->due[i], now);
-		uint64_t d = atomic_load_explicit(&st->due[i]->timer_deadline, memory_order_acquire);
+		uint64_t d = swv_ep_flush_delayed(pr->eps[i], now);
 		if (d)
 			next = SWV_MIN(next, d);
 	}
@@ -294,24 +192,19 @@ static void rx_hot(struct swv_progress *pr, uint64_t now)
 	atomic_store_explicit(&pr->rx_hot_until, now + SWV_PROGRESS_HOT_NS, memory_order_relaxed);
 }
 
-/* Add (EPOLL_CTL_ADD) or remove (DEL) every socket of the context to/from the thread's
- * epoll set. Removal rather than an empty event mask: a muted socket must not wake the
- * thread even with an error queued (the driver's receive pass drains it). ENOENT and
- * EEXIST are expected: a socket opened meanwhile joins the set by itself
+/* Add (EPOLL_CTL_ADD) or remove (DEL) every receive endpoint's socket to/from the
+ * thread's epoll set. Removal rather than an empty event mask: a muted socket must not
+ * wake the thread even with an error queued (the driver's receive pass drains it).
+ * ENOENT and EEXIST are expected: a socket opened meanwhile joins the set by itself
  * (swv_progress_add_endpoint), and the event loop removes it again while muted. */
-static void set_interest(struct swv_context *ctx, bool on)
+static void set_interest(struct swv_progress *pr, bool on)
 {
-	struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
-	unsigned n = 0;
+	unsigned n = eps_count(pr);
 
-	pthread_mutex_lock(&ctx->qp_lock); /* ports[] grows under it; entries never move */
-	for (; n < ctx->nports; n++)
-		eps[n] = &ctx->ports[n]->ep;
-	pthread_mutex_unlock(&ctx->qp_lock);
 	for (unsigned i = 0; i < n; i++) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = eps[i]};
-		if (epoll_ctl(ctx->progress.epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, eps[i]->fd,
-			      &ev) &&
+		struct swv_endpoint *ep = pr->eps[i];
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+		if (epoll_ctl(pr->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, ep->fd, &ev) &&
 		    errno != ENOENT && errno != EEXIST)
 			swv_log(SWV_LOG_ERR, "progress: epoll_ctl(%s): %s", on ? "add" : "del",
 				strerror(errno));
@@ -322,9 +215,8 @@ static void set_interest(struct swv_context *ctx, bool on)
  * lease (or the test hook says so), unmute them once it has lapsed or was released.
  * Returns the deadline to sleep to: 'next', or the lease's end when that is earlier,
  * so the thread looks again when the lease may have lapsed. */
-static uint64_t mute_update(struct swv_context *ctx, bool *muted, uint64_t next)
+static uint64_t mute_update(struct swv_progress *pr, bool *muted, uint64_t next)
 {
-	struct swv_progress *pr = &ctx->progress;
 	bool norx = atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
 
 	if (!*muted) {
@@ -334,7 +226,7 @@ static uint64_t mute_update(struct swv_context *ctx, bool *muted, uint64_t next)
 		/* Published before drive_until is read again: a releaser that stores 0 and
 		 * then finds muted false knows this read will see its 0. */
 		atomic_store(&pr->muted, true);
-		set_interest(ctx, false);
+		set_interest(pr, false);
 		*muted = true;
 	}
 	if (norx)
@@ -342,7 +234,7 @@ static uint64_t mute_update(struct swv_context *ctx, bool *muted, uint64_t next)
 	uint64_t du = atomic_load(&pr->drive_until);
 	if (du > swv_now_ns())
 		return SWV_MIN(next, du);
-	set_interest(ctx, true); /* level-triggered: anything queued meanwhile shows at once */
+	set_interest(pr, true); /* level-triggered: anything queued meanwhile shows at once */
 	atomic_store(&pr->muted, false);
 	*muted = false;
 	return next;
@@ -350,15 +242,14 @@ static uint64_t mute_update(struct swv_context *ctx, bool *muted, uint64_t next)
 
 static void *progress_main(void *arg)
 {
-	struct swv_context *ctx = arg;
-	struct swv_progress *pr = &ctx->progress;
+	struct swv_progress *pr = arg;
 	struct epoll_event evs[MAX_EVENTS];
 	struct swv_progress_rx *st = pr->rx;
 	uint64_t next = UINT64_MAX; /* earliest timer or kicked deadline */
 	bool muted = false;	    /* sockets out of the epoll set (mute_update) */
 
 	for (;;) {
-		uint64_t sleep_to = mute_update(ctx, &muted, next);
+		uint64_t sleep_to = mute_update(pr, &muted, next);
 		/* Announce the deadline we will sleep to, then look at 'pending': a kicker
 		 * either sees our sleep_until (and writes the eventfd) or we see its deadline
 		 * (seq_cst on both sides). */
@@ -374,11 +265,11 @@ static void *progress_main(void *arg)
 		/* Unmuted, the thread is the inboxes' only reader: ask senders for a doorbell
 		 * before sleeping (muted, a driver polls them and no doorbell is wanted). */
 		bool armed = !muted && !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
-		if (armed && shm_arm_all(ctx, true))
+		if (armed && shm_arm_all(pr, true))
 			sleep_to = 0;
 		int n = wait_events(pr, evs, sleep_to);
 		if (armed)
-			(void)shm_arm_all(ctx, false);
+			(void)shm_arm_all(pr, false);
 		atomic_store(&pr->sleep_until, 0);
 		if (atomic_load(&pr->stop))
 			break;
@@ -386,11 +277,11 @@ static void *progress_main(void *arg)
 		if (n == 0 && muted && swv_now_ns() < next)
 			continue;
 
-		/* The netdev watch touches no QP and may wait for the kernel (a resync after
-		 * an overrun): outside the work section, so nothing else waits for it. */
+		/* The watch (the context's netdev: a resync after an overrun waits for the
+		 * kernel) runs outside the work section, so nothing else waits for it. */
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.ptr == NETDEV_TAG)
-				swv_netdev_process(&ctx->netdev, port_changed, ctx);
+			if (evs[i].data.ptr == WATCH_TAG)
+				pr->ops->watch(pr->owner);
 
 		/* seq odd: from here on this iteration may hold QP pointers. A QP unpublished
 		 * (seq_cst) before this increment is invisible to it; one unpublished after is
@@ -427,7 +318,7 @@ static void *progress_main(void *arg)
 				pthread_mutex_unlock(&pr->timer_lock);
 				continue;
 			}
-			if (evs[i].data.ptr == NETDEV_TAG)
+			if (evs[i].data.ptr == WATCH_TAG)
 				continue; /* done above */
 			if (muted && !ep->mcast) {
 				/* A socket opened while muted joined the set by itself (a
@@ -436,50 +327,41 @@ static void *progress_main(void *arg)
 				if (atomic_load_explicit(&pr->test_norx, memory_order_relaxed))
 					continue;
 			}
-			if (rx_endpoint(ctx, ep, st, &pr->rx_calls_thread, RX_ROUNDS) > 0)
+			if (rx_endpoint(pr, ep, st, &pr->rx_calls_thread, RX_ROUNDS) > 0)
 				rx_hot(pr, now);
 		}
 		if (!atomic_load_explicit(&pr->test_norx, memory_order_relaxed)) {
-			struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
-			unsigned np = 0, got = 0;
-			pthread_mutex_lock(&ctx->qp_lock);
-			for (; np < ctx->nports; np++)
-				eps[np] = &ctx->ports[np]->ep;
-			pthread_mutex_unlock(&ctx->qp_lock);
+			unsigned np = eps_count(pr), got = 0;
 			for (unsigned i = 0; i < np; i++)
-				got += (unsigned)rx_shm(ctx, eps[i], st, &pr->rx_calls_thread,
+				got += (unsigned)rx_shm(pr, pr->eps[i], st, &pr->rx_calls_thread,
 							RX_ROUNDS);
 			if (got)
 				rx_hot(pr, now);
 		}
 		now = swv_now_ns();
-		next = SWV_MIN(next, run_timers(ctx, st, now));
+		next = SWV_MIN(next, flush_held(pr, now));
+		next = SWV_MIN(next, pr->ops->timers(pr->owner, now));
 
 		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
 		work_end(pr);
 		pthread_mutex_unlock(&pr->work_lock);
-		/* Triggers this iteration's completions made due (or that another thread
-		 * queued and kicked us for): issued outside every lock (core/trig.h). */
-		swv_trig_run(ctx);
+		/* The context issues here the triggers this iteration's completions made due
+		 * (or that another thread queued and kicked us for), outside every lock. */
+		pr->ops->after(pr->owner);
 	}
 	return NULL;
 }
 
-/* One receive pass over every port of ctx, work_lock held (released here). A port that
- * takes all its traffic through its inbox gets a receive system call only when needed
- * (all_sockets: always). */
-static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_held)
+/* One receive pass over every receive endpoint, work_lock held (released here). An
+ * endpoint that takes all its traffic through its inbox gets a receive system call only
+ * when needed (all_sockets: always). */
+static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_held)
 {
-	struct swv_progress *pr = &ctx->progress;
-	struct swv_endpoint *eps[SWV_MAX_QP_PORTS];
-	unsigned n = 0;
+	struct swv_endpoint *const *eps = pr->eps;
 	int done = 0;
 
 	work_begin(pr);
-	pthread_mutex_lock(&ctx->qp_lock); /* ports[] grows under it; entries never move */
-	for (; n < ctx->nports; n++)
-		eps[n] = &ctx->ports[n]->ep;
-	pthread_mutex_unlock(&ctx->qp_lock);
+	unsigned n = eps_count(pr);
 	struct swv_progress_rx *st = pr->rx;
 	bool periodic = (st->app_pass++ & 15) == 0;
 	/* A settling pass (all_sockets) must take everything that has arrived, as an
@@ -493,7 +375,7 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 		 * WQEs while an ACK went out after each batch, so a SEND target reposting
 		 * what it polled ran out of a 256-deep RQ (an RNR NAK, then the window sent
 		 * again). The thread, which nobody waits on, keeps RX_ROUNDS. */
-		done += rx_shm(ctx, eps[i], st, &pr->rx_calls_app, rounds);
+		done += rx_shm(pr, eps[i], st, &pr->rx_calls_app, rounds);
 		/* A port whose traffic all goes through its inbox needs no receive system
 		 * call on every pass: only when it sent UDP since the last look (replies come
 		 * the way requests went), or now and then for strays (a doorbell, a peer that
@@ -501,7 +383,7 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 		uint64_t tx = atomic_load_explicit(&eps[i]->udp_tx, memory_order_relaxed);
 		if (all_sockets || !eps[i]->shm || tx != st->udp_seen[i] || periodic) {
 			st->udp_seen[i] = tx;
-			done += rx_endpoint(ctx, eps[i], st, &pr->rx_calls_app, rounds);
+			done += rx_endpoint(pr, eps[i], st, &pr->rx_calls_app, rounds);
 		}
 	}
 	/* Then what the fault injector holds (answers of this pass included) leaves now,
@@ -513,33 +395,29 @@ static int pass_locked(struct swv_context *ctx, bool all_sockets, bool release_h
 		rx_hot(pr, swv_now_ns());
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
-	swv_trig_run(ctx); /* as the thread does after an iteration */
+	pr->ops->after(pr->owner); /* as the thread does after an iteration */
 	return done;
 }
 
-int swv_progress_assist(struct swv_context *ctx)
+int swv_progress_assist(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	if (!pr->started)
 		return 0;
 	/* The thread waits for the lock: let it have it (see thread_waiting), it receives */
 	if (atomic_load_explicit(&pr->thread_waiting, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&pr->work_lock))
 		return -1; /* someone is receiving already */
-	return pass_locked(ctx, false, false);
+	return pass_locked(pr, false, false);
 }
 
-int swv_progress_settle(struct swv_context *ctx, bool release_held)
+int swv_progress_settle(struct swv_progress *pr, bool release_held)
 {
-	struct swv_progress *pr = &ctx->progress;
-
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return 0;
 	/* Waits for a pass under way: it may have looked at a port before the packet
 	 * that matters arrived there. Ours starts after the call, so it sees it. */
 	pthread_mutex_lock(&pr->work_lock);
-	return pass_locked(ctx, true, release_held);
+	return pass_locked(pr, true, release_held);
 }
 
 /* Progress is wanted: send WQEs outstanding, or packets received recently. */
@@ -558,19 +436,17 @@ static bool drive_wanted(struct swv_progress *pr)
 	return false;
 }
 
-int swv_progress_drive(struct swv_context *ctx)
+int swv_progress_drive(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	if (!pr->started)
 		return 0;
 	if (!drive_wanted(pr)) {
 		/* A driver whose reason to receive ended hands receiving back at once. */
 		if (atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
-			swv_progress_release(ctx);
+			swv_progress_release(pr);
 		return 0;
 	}
-	int done = swv_progress_assist(ctx);
+	int done = swv_progress_assist(pr);
 	if (done < 0)
 		return done;
 	/* Passes in a tight loop hold the lease; occasional ones do not, so an
@@ -586,74 +462,69 @@ int swv_progress_drive(struct swv_context *ctx)
 	return done;
 }
 
-void swv_progress_release(struct swv_context *ctx)
+void swv_progress_release(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	if (!pr->started || !atomic_load_explicit(&pr->drive_until, memory_order_relaxed))
 		return;
 	atomic_store(&pr->drive_until, 0);
 	/* See 'muted' in progress.h: the thread either sees the 0 or is woken here. */
 	if (atomic_load(&pr->muted))
-		swv_progress_kick(ctx, 0);
+		swv_progress_kick(pr, 0);
 }
 
-void swv_progress_test_norx(struct swv_context *ctx, bool on)
+void swv_progress_test_norx(struct swv_progress *pr, bool on)
 {
-	struct swv_progress *pr = &ctx->progress;
-
 	atomic_store(&pr->test_norx, on);
-	swv_progress_kick(ctx, 0);
+	swv_progress_kick(pr, 0);
 	while (on && !atomic_load(&pr->muted)) {
 		struct timespec ts = {0, 100000};
 		nanosleep(&ts, NULL);
 	}
 }
 
-void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns)
+void swv_progress_test_lease(struct swv_progress *pr, uint64_t ns)
 {
-	atomic_store(&ctx->progress.lease_ns, ns);
+	atomic_store(&pr->lease_ns, ns);
 }
 
-void swv_progress_test_hold(struct swv_context *ctx)
+void swv_progress_test_hold(struct swv_progress *pr)
 {
-	pthread_mutex_lock(&ctx->progress.work_lock);
-	work_begin(&ctx->progress);
+	pthread_mutex_lock(&pr->work_lock);
+	work_begin(pr);
 }
 
-void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+void swv_progress_test_rx(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
 			  unsigned n)
 {
-	struct swv_progress_rx *st = ctx->progress.rx;
-
-	for (unsigned i = 0; i < n; i++)
-		rx_dispatch(ctx, ep, &pkts[i], st, false);
-	group_flush(st);
+	if (n)
+		(void)rx_batch(pr, ep, pkts, n, false);
 }
 
-void swv_progress_test_release(struct swv_context *ctx)
+void swv_progress_test_release(struct swv_progress *pr)
 {
-	work_end(&ctx->progress);
-	pthread_mutex_unlock(&ctx->progress.work_lock);
+	work_end(pr);
+	pthread_mutex_unlock(&pr->work_lock);
 }
 
 static void rx_state_free(struct swv_progress_rx *st)
 {
 	if (!st)
 		return;
-	free(st->due);
 	swv_ep_rx_free(&st->rx);
 	free(st);
 }
 
-int swv_progress_start(struct swv_context *ctx)
+int swv_progress_start(struct swv_progress *pr, const struct swv_progress_ops *ops, void *arg,
+		       int watch_fd)
 {
-	struct swv_progress *pr = &ctx->progress;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	sigset_t all, old;
 	int rc;
 
 	pr->started = false;
+	pr->ops = ops;
+	pr->owner = NULL;
+	atomic_init(&pr->neps, 0);
 	pr->evfd = -1;
 	pr->tfd = -1;
 	atomic_init(&pr->timer_at, UINT64_MAX);
@@ -693,10 +564,10 @@ int swv_progress_start(struct swv_context *ctx)
 		rc = errno;
 		goto err;
 	}
-	/* The netdev watch (opened before us, closed after us by the context). */
-	if (ctx->netdev.fd >= 0) {
-		struct epoll_event nev = {.events = EPOLLIN, .data.ptr = NETDEV_TAG};
-		if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, ctx->netdev.fd, &nev)) {
+	/* The watched fd (opened before us, closed after us by the owner). */
+	if (watch_fd >= 0) {
+		struct epoll_event nev = {.events = EPOLLIN, .data.ptr = WATCH_TAG};
+		if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, watch_fd, &nev)) {
 			rc = errno;
 			goto err;
 		}
@@ -708,8 +579,15 @@ int swv_progress_start(struct swv_context *ctx)
 		rc = ENOMEM;
 		goto err;
 	}
+	errno = 0;
+	pr->owner = ops->open(arg);
+	if (!pr->owner) {
+		rc = errno ? errno : ENOMEM;
+		goto err;
+	}
 	pthread_mutex_init(&pr->timer_lock, NULL);
 	pthread_mutex_init(&pr->work_lock, NULL);
+	pthread_mutex_init(&pr->ep_lock, NULL);
 	/* The thread takes no signals: the application's handlers run in its threads.
 	 * Except the faults its copies into application memory may raise: a fault with
 	 * SIGSEGV/SIGBUS blocked kills the process instead of reaching core/memsafe.c. */
@@ -717,11 +595,12 @@ int swv_progress_start(struct swv_context *ctx)
 	sigdelset(&all, SIGSEGV);
 	sigdelset(&all, SIGBUS);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&pr->thread, NULL, progress_main, ctx);
+	rc = pthread_create(&pr->thread, NULL, progress_main, pr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		pthread_mutex_destroy(&pr->timer_lock);
 		pthread_mutex_destroy(&pr->work_lock);
+		pthread_mutex_destroy(&pr->ep_lock);
 		goto err;
 	}
 	/* Named for perf/top/gdb; "swv-progress" fits the 15-character limit. */
@@ -729,6 +608,9 @@ int swv_progress_start(struct swv_context *ctx)
 	pr->started = true;
 	return 0;
 err:
+	if (pr->owner)
+		ops->close(pr->owner);
+	pr->owner = NULL;
 	rx_state_free(pr->rx);
 	pr->rx = NULL;
 	if (pr->tfd >= 0)
@@ -740,9 +622,8 @@ err:
 	return rc;
 }
 
-void swv_progress_stop(struct swv_context *ctx)
+void swv_progress_stop(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
 	if (pr->started) {
 		uint64_t one = 1;
 		atomic_store(&pr->stop, true);
@@ -752,8 +633,12 @@ void swv_progress_stop(struct swv_context *ctx)
 		pr->started = false;
 		pthread_mutex_destroy(&pr->timer_lock);
 		pthread_mutex_destroy(&pr->work_lock);
+		pthread_mutex_destroy(&pr->ep_lock);
 		rx_state_free(pr->rx);
 		pr->rx = NULL;
+		pr->ops->close(pr->owner);
+		pr->owner = NULL;
+		atomic_store(&pr->neps, 0);
 	}
 	if (pr->tfd >= 0)
 		close(pr->tfd);
@@ -764,41 +649,56 @@ void swv_progress_stop(struct swv_context *ctx)
 	pr->evfd = pr->epfd = pr->tfd = -1;
 }
 
-int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+int swv_progress_add_endpoint(struct swv_progress *pr, struct swv_endpoint *ep)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+	int rc = 0;
+
 	if (!ep)
 		return EINVAL;
+	pthread_mutex_lock(&pr->ep_lock);
+	unsigned n = atomic_load_explicit(&pr->neps, memory_order_relaxed);
+	if (!ep->mcast && n == SWV_PROGRESS_MAX_EPS) {
+		rc = ENOSPC;
+		goto out;
+	}
 	swv_ep_enable_gro(ep); /* only this thread receives: it splits coalesced datagrams */
-	atomic_fetch_add_explicit(&ctx->progress.ep_gen, 1, memory_order_release);
-	if (epoll_ctl(ctx->progress.epfd, EPOLL_CTL_ADD, ep->fd, &ev))
-		return errno;
-	return 0;
+	atomic_fetch_add_explicit(&pr->ep_gen, 1, memory_order_release);
+	if (epoll_ctl(pr->epfd, EPOLL_CTL_ADD, ep->fd, &ev)) {
+		rc = errno;
+		goto out;
+	}
+	/* A group's socket is in the epoll set only; any other is a receive endpoint. */
+	if (!ep->mcast) {
+		pr->eps[n] = ep;
+		atomic_store_explicit(&pr->neps, n + 1, memory_order_release);
+	}
+out:
+	pthread_mutex_unlock(&pr->ep_lock);
+	return rc;
 }
 
-void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep)
+void swv_progress_del_endpoint(struct swv_progress *pr, struct swv_endpoint *ep)
 {
-	(void)epoll_ctl(ctx->progress.epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+	(void)epoll_ctl(pr->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
 }
 
-void swv_progress_quiesce(struct swv_context *ctx)
+void swv_progress_quiesce(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return;
 	/* An iteration that was running (or had its events already) ends by bumping the
 	 * epoch; one that starts later cannot see what was removed before this load. */
 	uint64_t e = atomic_load(&pr->epoch);
 	while (atomic_load(&pr->epoch) == e) {
-		swv_progress_kick(ctx, 0);
+		swv_progress_kick(pr, 0);
 		struct timespec ts = {.tv_nsec = 20000};
 		nanosleep(&ts, NULL);
 	}
 }
 
-void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)
+void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	struct swv_progress *pr = &ctx->progress;
 	uint64_t p = atomic_load(&pr->pending);
 
 	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
@@ -813,9 +713,8 @@ void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns)
 	}
 }
 
-void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
+void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	struct swv_progress *pr = &ctx->progress;
 	uint64_t p = atomic_load(&pr->pending);
 
 	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
@@ -829,7 +728,7 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
 		return;
 	uint64_t now = swv_now_ns();
 	if (!pr->started || deadline_ns < now + SWV_PROGRESS_ARM_SLACK_NS) {
-		swv_progress_kick(ctx, deadline_ns);
+		swv_progress_kick(pr, deadline_ns);
 		return;
 	}
 	pthread_mutex_lock(&pr->timer_lock);
@@ -842,17 +741,16 @@ void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns)
 			atomic_fetch_add_explicit(&pr->timer_arms, 1, memory_order_relaxed);
 		} else {
 			pthread_mutex_unlock(&pr->timer_lock);
-			swv_progress_kick(ctx, deadline_ns);
+			swv_progress_kick(pr, deadline_ns);
 			return;
 		}
 	}
 	pthread_mutex_unlock(&pr->timer_lock);
 }
 
-void swv_progress_sync(struct swv_context *ctx)
+void swv_progress_sync(struct swv_progress *pr)
 {
-	struct swv_progress *pr = &ctx->progress;
-	if (!pr->started || swv_progress_is_self(ctx))
+	if (!pr->started || swv_progress_is_self(pr))
 		return;
 	uint32_t s = atomic_load(&pr->seq);
 	if (!(s & 1))
@@ -863,7 +761,7 @@ void swv_progress_sync(struct swv_context *ctx)
 	atomic_fetch_sub(&pr->sync_waiters, 1);
 }
 
-bool swv_progress_is_self(struct swv_context *ctx)
+bool swv_progress_is_self(struct swv_progress *pr)
 {
-	return ctx->progress.started && pthread_equal(pthread_self(), ctx->progress.thread);
+	return pr->started && pthread_equal(pthread_self(), pr->thread);
 }

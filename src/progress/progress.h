@@ -1,25 +1,30 @@
 /*
- * The per-context progress thread (DESIGN.md section 5). Owner: core/progress.
+ * The per-context progress loop and its thread (docs/design.md, "The progress loop").
+ * Owner: progress. It knows endpoints (link/endpoint.h), its epoll set, a doorbell and a
+ * timerfd, and nothing of packets, QPs or contexts: its owner registers a table of calls
+ * at swv_progress_start (struct swv_progress_ops; the context's is the transport's
+ * receive story, transport/receive.c) and the loop runs them.
  *
- * It receives and validates every packet, dispatches it to the QP (swv_qp_rx),
- * runs QP timers (swv_qp_timer), releases packets held by the fault injector, reads
- * the netdev watch (port state changes become PORT_ACTIVE/PORT_ERR events), and
- * sleeps in epoll_pwait2 (ns resolution, for 10 us RNR timers) until a socket is
- * readable, the doorbell eventfd is kicked or the earliest deadline comes.
+ * It receives every endpoint registered with it and hands each batch to ops->rx, runs
+ * ops->timers, releases packets held by the fault injector, calls ops->watch when the
+ * watched fd (the context's netdev watch) is readable, and sleeps in epoll_pwait2 (ns
+ * resolution, for 10 us RNR timers) until a socket is readable, the doorbell eventfd is
+ * kicked or the earliest deadline comes.
  *
  * Threading rules
- *  - One iteration = wake, receive/dispatch, timer scan, flush delayed packets,
- *    compute the next deadline. 'seq' is odd while an iteration runs and even while
- *    the thread sleeps (or has exited); QP pointers and table entries read during an
- *    iteration are only used within it.
- *  - Timers: every iteration walks ctx->qp_list (under ctx->qp_lock) and reads each
- *    QP's timer_deadline, so a QP only has to store its deadline and then call
- *    swv_progress_kick(ctx, deadline) -- always, it is cheap: one CAS at most and a
- *    syscall only when the thread would otherwise sleep past the deadline.
- *    swv_qp_timer must clear or advance timer_deadline: a deadline left in the past
- *    makes the thread spin on that QP. Kicks are wake-up hints, not a timer queue: a
+ *  - One iteration = wake, receive/dispatch, timers, flush delayed packets, compute the
+ *    next deadline, then ops->after outside every lock. 'seq' is odd while an
+ *    iteration runs and even while the thread sleeps (or has exited); what the owner's
+ *    calls look up during an iteration (QP pointers, table entries) is used only
+ *    within it.
+ *  - Timers: every iteration calls ops->timers, which looks at every deadline the
+ *    owner keeps (the context's: each QP's timer_deadline), so a QP only has to store
+ *    its deadline and then call swv_progress_kick(pr, deadline) -- always, it is
+ *    cheap: one CAS at most and a syscall only when the thread would otherwise sleep
+ *    past the deadline. ops->timers must clear or advance what it ran: a deadline left
+ *    in the past makes the thread spin. Kicks are wake-up hints, not a timer queue: a
  *    deadline only survives if it is also stored where the thread looks every
- *    iteration (a QP's timer_deadline, the fault injector's hold queue).
+ *    iteration (what ops->timers reads, the fault injector's hold queue).
  *  - swv_progress_sync: after unpublishing an object (seq_cst store), waits until
  *    no iteration that could have seen it is still running (futex on 'seq').
  *  - Application threads that wait for completions receive too (swv_progress_drive,
@@ -35,11 +40,49 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct swv_context;
 struct swv_endpoint;
+struct swv_rx_pkt;
+
+/* What the owner of a loop registers (a static const table, every call set;
+ * swv_progress_start). */
+struct swv_progress_ops {
+	/* The owner's state, passed to every call below, made from swv_progress_start's
+	 * arg before the thread starts; NULL (errno set) makes the start fail. */
+	void *(*open)(void *arg);
+	/* Frees it, once the thread has ended (swv_progress_stop). */
+	void (*close)(void *owner);
+	/* A batch received on ep (ring: taken from its intra-host inbox, else from its
+	 * socket), work_lock held: check each datagram and hand it to its destination
+	 * before returning -- they point into receive buffers the next batch reuses.
+	 * Returns how many of them were packets (the others were doorbells of the
+	 * intra-host link, link/shm.h). */
+	unsigned (*rx)(void *owner, struct swv_endpoint *ep, struct swv_rx_pkt *pkts, unsigned n,
+		       bool ring);
+	/* Run what is due at now (the thread, work_lock held); returns the earliest
+	 * deadline still pending, UINT64_MAX for none. */
+	uint64_t (*timers)(void *owner, uint64_t now);
+	/* After each iteration of the thread and each application pass, outside every
+	 * lock of the loop (the context issues its triggered operations here). */
+	void (*after)(void *owner);
+	/* The watched fd is readable (the thread, outside the work section: it may wait
+	 * for the kernel and touches no QP). */
+	void (*watch)(void *owner);
+};
+
+/* Receive endpoints (the context's ports) a loop can hold; core/context.c checks
+ * that its SWV_MAX_QP_PORTS fits. */
+#define SWV_PROGRESS_MAX_EPS 64
 
 struct swv_progress {
 	pthread_t thread;
+	const struct swv_progress_ops *ops;
+	void *owner; /* ops->open's result; both set by start before the thread exists */
+	/* The receive endpoints (ports): eps[i] is written before neps is raised past i
+	 * (release, under ep_lock), and entries never change or leave until stop, so
+	 * readers load neps (acquire) and read eps[0..neps) without a lock. */
+	pthread_mutex_t ep_lock;
+	_Atomic unsigned neps;
+	struct swv_endpoint *eps[SWV_PROGRESS_MAX_EPS];
 	bool started;                  /* thread exists; written only by start/stop, which run
 					* when no other thread uses the context (open/close) */
 	int epfd;                      /* sockets + evfd */
@@ -75,7 +118,7 @@ struct swv_progress {
 	 * but C11 (and ThreadSanitizer) need this edge to see the endpoint's fields. */
 	_Atomic uint32_t ep_gen;
 	/* receive statistics (written under work_lock, so by one thread at a time; anyone
-	 * reads) */
+	 * reads): rx_packets by the loop (what ops->rx reports), the drops by ops->rx */
 	_Atomic uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp;
 	/* receive calls made by the thread: system calls, and takes from an inbox of the
 	 * intra-host link that found packets (link/shm.h; an empty look is not counted) */
@@ -116,25 +159,31 @@ struct swv_progress {
 	_Atomic bool test_norx;
 };
 
-/* Create the epoll set, the doorbell and the thread. Returns 0 or a positive errno
- * (everything undone on failure). */
-int swv_progress_start(struct swv_context *ctx);
-/* Stop and join the thread, close its fds. Idempotent; safe after a failed start. */
-void swv_progress_stop(struct swv_context *ctx);
-/* Add a socket to the epoll set (any thread; takes effect at once). Returns 0 or errno. */
-int swv_progress_add_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+/* Create the epoll set, the doorbell and the thread, which runs ops (kept: a static
+ * const table) on ops->open(arg); watch_fd (or -1) joins the epoll set for
+ * ops->watch. Returns 0 or a positive errno (everything undone on failure). */
+int swv_progress_start(struct swv_progress *pr, const struct swv_progress_ops *ops, void *arg,
+		       int watch_fd);
+/* Stop and join the thread, close the owner's state (ops->close) and the fds.
+ * Idempotent; safe after a failed start. */
+void swv_progress_stop(struct swv_progress *pr);
+/* Add a socket to the epoll set (any thread; takes effect at once). An endpoint that is
+ * not a multicast group's is a receive endpoint for good (a port: application passes
+ * and the inbox loop read it too, mute takes it out of the set); ENOSPC beyond
+ * SWV_PROGRESS_MAX_EPS of them. Returns 0 or errno. */
+int swv_progress_add_endpoint(struct swv_progress *pr, struct swv_endpoint *ep);
 /* Take a socket out of the epoll set (a multicast group's; the ports stay for the
- * context's life). The thread may still hold an event for it: swv_progress_quiesce
+ * loop's life). The thread may still hold an event for it: swv_progress_quiesce
  * before closing it. */
-void swv_progress_del_endpoint(struct swv_context *ctx, struct swv_endpoint *ep);
+void swv_progress_del_endpoint(struct swv_progress *pr, struct swv_endpoint *ep);
 /* Return once the thread has completed an iteration that began after the call: it no
  * longer holds anything it saw before (an epoll event of a removed socket, a QP
  * taken from a list). Wakes the thread for it. From the thread itself, returns at
  * once. Never call it while holding a QP or CQ lock or the work lock. */
-void swv_progress_quiesce(struct swv_context *ctx);
+void swv_progress_quiesce(struct swv_progress *pr);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
-void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
+void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns);
 /* Like swv_progress_kick, but a hint that need not wake the thread now: a deadline
  * more than SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd instead (one syscall,
  * no context switch; none at all while an earlier arm is pending), so a posting
@@ -142,24 +191,24 @@ void swv_progress_kick(struct swv_context *ctx, uint64_t deadline_ns);
  * for each of them. Same guarantee: an iteration runs at or after deadline_ns, no
  * later than the deadline plus scheduling delay. Safe from any thread. */
 #define SWV_PROGRESS_ARM_SLACK_NS 1000000ull
-void swv_progress_arm(struct swv_context *ctx, uint64_t deadline_ns);
+void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the
  * call (used before freeing a QP it may be touching). From the progress thread
  * itself it returns at once (the caller is that work). */
-void swv_progress_sync(struct swv_context *ctx);
-bool swv_progress_is_self(struct swv_context *ctx);
-/* One receive pass by an application thread: if nobody is receiving for ctx right now,
+void swv_progress_sync(struct swv_progress *pr);
+bool swv_progress_is_self(struct swv_progress *pr);
+/* One receive pass by an application thread: if nobody is receiving for pr right now,
  * receive and dispatch what its sockets hold, without blocking. Returns the number of
  * packets processed, or -1 if another thread holds the work lock. Unconditional (a
  * system call per socket); waiters call swv_progress_drive instead. Never call it
  * while holding a QP or CQ lock. */
-int swv_progress_assist(struct swv_context *ctx);
-/* Process everything that reached ctx's ports before the call: waits for a pass under
+int swv_progress_assist(struct swv_progress *pr);
+/* Process everything that reached pr's endpoints before the call: waits for a pass under
  * way, then runs one of its own over every inbox and socket. release_held: then the
  * packets the fault injector holds for transmission leave at once. Returns the packet
  * count (0 from the progress thread itself, which is that pass). Never call it while
  * holding a QP or CQ lock. */
-int swv_progress_settle(struct swv_context *ctx, bool release_held);
+int swv_progress_settle(struct swv_progress *pr, bool release_held);
 
 /* Whoever waits makes progress (docs/design.md): called by every call through which
  * an application learns of completions when it found nothing new (an empty
@@ -174,11 +223,11 @@ int swv_progress_settle(struct swv_context *ctx, bool release_held);
 #define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
 #define SWV_PROGRESS_LEASE_NS	 100000ull /* a driver's lease: the thread's takeover delay */
 #define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
-int swv_progress_drive(struct swv_context *ctx);
+int swv_progress_drive(struct swv_progress *pr);
 /* The calling thread is about to block (futex, completion channel, counter fd) or
  * arms an event: give up any driver's lease so the progress thread receives again,
  * waking it if it sleeps with its sockets muted. Cheap when no lease is held. */
-void swv_progress_release(struct swv_context *ctx);
+void swv_progress_release(struct swv_progress *pr);
 
 /* Whether swv_progress_drive might run a pass: loads only, no clock. A lapsed
  * rx_hot_until still answers true until a drive clears it, so callers that skip the
@@ -201,24 +250,24 @@ static inline void swv_progress_sq_add(struct swv_progress *pr, int64_t n)
  * epoll set and stay out -- while it still runs timers. Only application threads
  * (swv_progress_drive) then receive, which is what tests of "whoever waits makes
  * progress" need. Returns once the thread has muted its sockets. */
-void swv_progress_test_norx(struct swv_context *ctx, bool on);
+void swv_progress_test_norx(struct swv_progress *pr, bool on);
 /* Test hook, internal: the context's driver lease becomes ns long. A test that needs
  * the thread muted by a polling loop sets one long enough that the thread, whenever
  * it gets a CPU on a loaded machine, still finds the lease held. */
-void swv_progress_test_lease(struct swv_context *ctx, uint64_t ns);
+void swv_progress_test_lease(struct swv_progress *pr, uint64_t ns);
 
 /* Test hooks, internal (the fuzzers in tests/fuzz): hold the receive work section as
  * one thread iteration does -- while held nobody else receives and the thread runs no
  * timers -- and hand datagrams to the receive path exactly as a receive pass hands
- * them over (parse, QPN lookup on ep's socket, grouped per QP into swv_qp_rx_batch).
+ * them over (ops->rx: for a context, parse, QPN lookup on ep's socket, grouped per QP into
+ * swv_qp_rx_batch).
  * pkts[i].buf must stay valid for the call; src is the sender's address as the socket
  * reported it. test_rx only between test_hold and test_release; neither may be called
  * while holding a QP or CQ lock, and no QP may be destroyed in between (destroy waits
  * for the section to end). */
-struct swv_rx_pkt;
-void swv_progress_test_hold(struct swv_context *ctx);
-void swv_progress_test_rx(struct swv_context *ctx, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
+void swv_progress_test_hold(struct swv_progress *pr);
+void swv_progress_test_rx(struct swv_progress *pr, struct swv_endpoint *ep, struct swv_rx_pkt *pkts,
 			  unsigned n);
-void swv_progress_test_release(struct swv_context *ctx);
+void swv_progress_test_release(struct swv_progress *pr);
 
 #endif

@@ -18,8 +18,8 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
 	 * itself is unnecessary. From a posting thread, a far deadline (the ACK timeout
 	 * armed for every message) is handed to the progress thread's timerfd rather
 	 * than waking it (swv_progress_arm). */
-	if (deadline_ns && deadline_ns != old && !swv_progress_is_self(qp->ctx))
-		swv_progress_arm(qp->ctx, deadline_ns);
+	if (deadline_ns && deadline_ns != old && !swv_progress_is_self(&qp->ctx->progress))
+		swv_progress_arm(&qp->ctx->progress, deadline_ns);
 }
 
 void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns)

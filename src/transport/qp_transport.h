@@ -104,7 +104,11 @@ void swv_qp_cq_overflow(struct swv_qp *qp, struct swv_cq *cq);
  * placement allowed by the old entry is under way. qp->lock held. */
 void swv_qp_dt_update(struct swv_qp *qp);
 
-/* ---- timers (qp_timer.c); swv_qp_timer is declared in core/qp.h ---- */
+/* ---- timers (qp_timer.c) ---- */
+
+/* The receive story's timer scan (transport/receive.c): the QP's timer_deadline has
+ * come; runs the requester's and responder's timers. qp->lock not held. */
+void swv_qp_timer(struct swv_qp *qp, uint64_t now_ns);
 
 /* Arm/cancel the QP timer (qp->lock held): updates timer_deadline and kicks the
  * progress thread if it would sleep past it. */
@@ -117,7 +121,12 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
 		size_t hdr_len, const void *payload, uint32_t paylen);
 
-/* ---- triggered operations (trig_run.c; swv_trig_run is declared in core/trig.h) ---- */
+/* ---- triggered operations (trig_run.c; the lists are core/trig.h) ---- */
+
+/* Issue the ready queue. Call with no lock held. Cheap when it is empty. On return,
+ * every trigger queued before the call has been issued (by this thread, or by the
+ * runner it waited for): ctx->trig_nready counts queued and running ones. */
+void swv_trig_run(struct swv_context *ctx);
 
 /* qp->lock held: the QP enters (or is in) ERR: its held WRs complete with
  * IBV_WC_WR_FLUSH_ERR (after the ring's), in post order. */

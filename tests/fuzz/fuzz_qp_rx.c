@@ -433,7 +433,7 @@ struct batch {
 static void flush(struct batch *bt)
 {
 	if (bt->n)
-		swv_progress_test_rx(F.ctx, to_swv_qp(F.qp[FQ_RC])->ep, bt->pkts, bt->n);
+		swv_progress_test_rx(&F.ctx->progress, to_swv_qp(F.qp[FQ_RC])->ep, bt->pkts, bt->n);
 	for (unsigned i = 0; i < bt->n; i++)
 		free(bt->bufs[i]);
 	bt->n = 0;
@@ -450,7 +450,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fixture_up();
 
 	struct batch bt = {.n = 0};
-	swv_progress_test_hold(F.ctx);
+	swv_progress_test_hold(&F.ctx->progress);
 	while (size >= 3) {
 		uint8_t ctl = data[0];
 		size_t len = (size_t)data[1] << 8 | data[2];
@@ -489,7 +489,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			flush(&bt);
 	}
 	flush(&bt);
-	swv_progress_test_release(F.ctx);
+	swv_progress_test_release(&F.ctx->progress);
 
 	if (verbose) {
 		struct swv_progress *pr = &F.ctx->progress;

@@ -54,7 +54,7 @@ static void test_kick_timed(uint64_t delay_ns)
 	CHECK_EQ(epoch(), e0);
 
 	uint64_t t0 = swv_now_ns();
-	swv_progress_kick(ctx, t0 + delay_ns);
+	swv_progress_kick(&ctx->progress, t0 + delay_ns);
 	/* Woken at once by the eventfd; an iteration must then run at or after the
 	 * deadline (immediately if the wake came late, else after a timed sleep). */
 	CHECK(wait_for(&ctx->progress.last_iter_ns, t0 + delay_ns));
@@ -70,13 +70,13 @@ static void test_kick_coalesce(void)
 {
 	uint64_t w0 = atomic_load(&ctx->progress.wakeups);
 	uint64_t d = swv_now_ns() + 200000000ull; /* 200 ms */
-	swv_progress_kick(ctx, d);
-	swv_progress_kick(ctx, d);     /* same deadline: no second syscall */
-	swv_progress_kick(ctx, d + 1); /* later deadline: nothing to do */
+	swv_progress_kick(&ctx->progress, d);
+	swv_progress_kick(&ctx->progress, d);	  /* same deadline: no second syscall */
+	swv_progress_kick(&ctx->progress, d + 1); /* later deadline: nothing to do */
 	CHECK_EQ(atomic_load(&ctx->progress.wakeups), w0 + 1);
 	/* The thread now sleeps to d; an earlier kick must wake it again. */
 	CHECK(wait_eq(&ctx->progress.sleep_until, d));
-	swv_progress_kick(ctx, d - 100000000ull);
+	swv_progress_kick(&ctx->progress, d - 100000000ull);
 	CHECK_EQ(atomic_load(&ctx->progress.wakeups), w0 + 2);
 	/* Kicks while the thread runs are picked up without a syscall (from itself). */
 	usleep(300000);
@@ -85,17 +85,17 @@ static void test_kick_coalesce(void)
 static void *syncer(void *arg)
 {
 	for (int i = 0; i < 2000; i++) {
-		swv_progress_sync(ctx);
+		swv_progress_sync(&ctx->progress);
 		if (i % 16 == 0)
-			swv_progress_kick(ctx, swv_now_ns());
+			swv_progress_kick(&ctx->progress, swv_now_ns());
 	}
 	return NULL;
 }
 
 static void test_sync(void)
 {
-	CHECK(!swv_progress_is_self(ctx));
-	swv_progress_sync(ctx); /* sleeping thread: returns at once */
+	CHECK(!swv_progress_is_self(&ctx->progress));
+	swv_progress_sync(&ctx->progress); /* sleeping thread: returns at once */
 	pthread_t th[4];
 	for (int i = 0; i < 4; i++)
 		CHECK_OK(pthread_create(&th[i], NULL, syncer, NULL));
@@ -219,8 +219,8 @@ int main(void)
 	for (int i = 0; i < 30; i++) {
 		ib = ibv_open_device(l[0]);
 		CHECK_PTR(ib);
-		swv_progress_kick(to_swv_ctx(ib), swv_now_ns() + 1000);
-		swv_progress_sync(to_swv_ctx(ib));
+		swv_progress_kick(&to_swv_ctx(ib)->progress, swv_now_ns() + 1000);
+		swv_progress_sync(&to_swv_ctx(ib)->progress);
 		CHECK_OK(ibv_close_device(ib));
 	}
 	ibv_free_device_list(l);

@@ -68,7 +68,7 @@ int main(void)
 		struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
 		CHECK_OK(ibv_post_recv(tgt.qp, &wr, &bad));
 	}
-	swv_progress_test_norx(tctx, true);
+	swv_progress_test_norx(&tctx->progress, true);
 
 	/* One list: one requester run sends all of it into the target's inbox. */
 	static struct ibv_sge sge[NSEND];
@@ -89,7 +89,7 @@ int main(void)
 	/* The first pass that finds packets takes one batch of them. */
 	uint64_t t0 = swv_now_ns();
 	int n;
-	while ((n = swv_progress_assist(tctx)) == 0)
+	while ((n = swv_progress_assist(&tctx->progress)) == 0)
 		hang_guard(t0, "no packet reached the target");
 	CHECK(n > 0);
 	if (n > BATCH) {
@@ -99,7 +99,7 @@ int main(void)
 
 	/* Passes in a loop take the rest; every SEND lands once. */
 	wait_cqes(tgt.cq, NSEND, IBV_WC_RECV, "target receives");
-	swv_progress_test_norx(tctx, false);
+	swv_progress_test_norx(&tctx->progress, false);
 	wait_cqes(ini.cq, NSEND, IBV_WC_SEND, "initiator completions");
 
 	swvt_rc_pair_close(&ini, &tgt);

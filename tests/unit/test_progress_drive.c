@@ -221,8 +221,8 @@ static void test_idle_no_syscall(void)
 	/* What is still on its way (answers to probes of WRITEs completed since; packets
 	 * the muted thread left queued) is processed first, on both ends: the quiet polls
 	 * below then see only the hot window lapse, not a late packet arrive. */
-	(void)swv_progress_settle(to_swv_ctx(tgt.ctx), true);
-	(void)swv_progress_settle(to_swv_ctx(ini.ctx), true);
+	(void)swv_progress_settle(&to_swv_ctx(tgt.ctx)->progress, true);
+	(void)swv_progress_settle(&to_swv_ctx(ini.ctx)->progress, true);
 	for (unsigned quiet = 0; quiet < 1000;) {
 		uint64_t c = app_calls();
 		CHECK_EQ(ibv_poll_cq(ini.cq, 1, &wc), 0);
@@ -274,7 +274,7 @@ static void test_inflight_then_takeover(void)
 	CHECK_EQ(atomic_load(&ipr()->sq_outstanding), 1);
 
 	struct ibv_wc wc;
-	swv_progress_test_lease(to_swv_ctx(ini.ctx), 200000000ull);
+	swv_progress_test_lease(&to_swv_ctx(ini.ctx)->progress, 200000000ull);
 	uint64_t a0 = app_calls(), start = swv_now_ns();
 	for (unsigned i = 0; i < 1000; i++)
 		CHECK_EQ(ibv_poll_cq(ini.cq, 1, &wc), 0);
@@ -294,7 +294,7 @@ static void test_inflight_then_takeover(void)
 	}
 	check_placed();
 	CHECK(thread_calls() > t0);
-	swv_progress_test_lease(to_swv_ctx(ini.ctx), SWV_PROGRESS_LEASE_NS);
+	swv_progress_test_lease(&to_swv_ctx(ini.ctx)->progress, SWV_PROGRESS_LEASE_NS);
 
 	CHECK_OK(ibv_destroy_qp(qs));
 	CHECK_OK(ibv_destroy_qp(qdead));
@@ -309,7 +309,7 @@ static void *spinner(void *arg)
 {
 	struct swv_context *c = arg;
 	while (!atomic_load(&spin_stop))
-		if (swv_progress_assist(c) >= 0) {
+		if (swv_progress_assist(&c->progress) >= 0) {
 			atomic_store(&spin_epoch, atomic_load(&ipr()->epoch));
 			break;
 		}
@@ -319,10 +319,10 @@ static void *spinner(void *arg)
 static void test_thread_not_starved(void)
 {
 	struct swv_context *c = to_swv_ctx(ini.ctx);
-	swv_progress_release(c); /* no lease left by the tests before */
-	swv_progress_test_hold(c);
+	swv_progress_release(&c->progress); /* no lease left by the tests before */
+	swv_progress_test_hold(&c->progress);
 	uint64_t e0 = atomic_load(&ipr()->epoch), start = swv_now_ns();
-	swv_progress_kick(c, swv_now_ns()); /* the thread wakes and wants the lock */
+	swv_progress_kick(&c->progress, swv_now_ns()); /* the thread wakes and wants the lock */
 	while (!atomic_load(&ipr()->thread_waiting)) {
 		usleep(100);
 		hang_guard(start);
@@ -332,7 +332,7 @@ static void test_thread_not_starved(void)
 	atomic_store(&spin_stop, false);
 	CHECK_OK(pthread_create(&t, NULL, spinner, c));
 	usleep(1000); /* let it spin (either way: the check below does not depend on it) */
-	swv_progress_test_release(c);
+	swv_progress_test_release(&c->progress);
 	while (!atomic_load(&spin_epoch)) {
 		usleep(100);
 		hang_guard(start);
@@ -366,12 +366,12 @@ int main(void)
 
 	test_idle_no_syscall(); /* connected, receive buffers registered, nothing sent */
 
-	swv_progress_test_norx(to_swv_ctx(ini.ctx), true);
+	swv_progress_test_norx(&to_swv_ctx(ini.ctx)->progress, true);
 	test_norx_counter_read();
 	test_norx_wait();
 	test_norx_poll_cq();
 	test_norx_cq_ex();
-	swv_progress_test_norx(to_swv_ctx(ini.ctx), false);
+	swv_progress_test_norx(&to_swv_ctx(ini.ctx)->progress, false);
 
 	test_idle_no_syscall(); /* after traffic */
 	test_inflight_then_takeover();

@@ -45,7 +45,7 @@ int main(void)
 	swvt_pair_to_init(qb);
 	swvt_pair_connect(qa, qb);
 
-	swv_progress_test_norx(to_swv_ctx(ic), true);
+	swv_progress_test_norx(&to_swv_ctx(ic)->progress, true);
 	memset(imr->addr, 0x5a, BUF);
 	struct ibv_sge sge = {(uintptr_t)imr->addr, BUF, imr->lkey};
 	struct ibv_send_wr wr = {.wr_id = 7,
@@ -67,7 +67,7 @@ int main(void)
 			return 1;
 		}
 	}
-	swv_progress_sync(to_swv_ctx(tc));
+	swv_progress_sync(&to_swv_ctx(tc)->progress);
 
 	struct ibv_qp_attr qattr = {.qp_state = IBV_QPS_ERR};
 	CHECK_OK(ibv_modify_qp(qa, &qattr, IBV_QP_STATE));
@@ -87,7 +87,7 @@ int main(void)
 			ibv_wc_status_str(wc.status));
 		return 1;
 	}
-	swv_progress_test_norx(to_swv_ctx(ic), false);
+	swv_progress_test_norx(&to_swv_ctx(ic)->progress, false);
 
 	CHECK_OK(ibv_destroy_qp(qa));
 	CHECK_OK(ibv_destroy_qp(qb));

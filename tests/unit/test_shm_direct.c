@@ -748,7 +748,7 @@ static void multi_probe(void)
 	swvt_rc_warm(&a, &b);
 	struct swv_shm_stats s0 = swvt_rc_shm_stats(&a);
 	uint64_t r0 = resp_placed(&b), p0 = req_probes(&a);
-	swv_progress_test_norx(to_swv_ctx(b.ctx), true);
+	swv_progress_test_norx(&to_swv_ctx(b.ctx)->progress, true);
 	swvt_rc_fill(a.buf, 1u << 20, 5);
 	swvt_rc_post(&a, IBV_WR_RDMA_WRITE, 0, 1u << 20, (uintptr_t)b.buf, b.mr->rkey, 0);
 	uint64_t until = swv_now_ns() + LIMIT;
@@ -757,7 +757,7 @@ static void multi_probe(void)
 		CHECK_EQ(ibv_poll_cq(a.cq, 1, &wc), 0); /* a drives its own context only */
 		CHECK(swv_now_ns() < until);
 	}
-	swv_progress_test_norx(to_swv_ctx(b.ctx), false);
+	swv_progress_test_norx(&to_swv_ctx(b.ctx)->progress, false);
 	wc = swvt_rc_wait_wc(a.cq);
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK(!memcmp(a.buf, b.buf, 1u << 20));
