@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "api/ops.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/cq_ex.h"

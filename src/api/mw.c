@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/ops.h"
 #include "core/context.h"
 #include "core/mr.h"
 #include "core/pd.h"

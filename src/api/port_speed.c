@@ -11,6 +11,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "api/ops.h"
 #include "core/device.h"
 #include "util/compiler.h"
 

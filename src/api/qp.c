@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "api/ops.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/pd.h"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/ops.h"
 #include "core/context.h"
 #include "core/limits.h"
 #include "core/cq_ex.h"

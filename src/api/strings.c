@@ -1,5 +1,6 @@
 /* The ibv_*_str helpers: fixed tables, same wording as rdma-core so tools' output and
  * scripts that grep it look the same under swverbs. */
+#include "core/async.h"
 #include "util/compiler.h"
 #include <infiniband/verbs.h>
 
@@ -37,32 +38,7 @@ SWV_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
 
 SWV_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 {
-	static const char *const names[] = {
-		[IBV_EVENT_CQ_ERR] = "CQ error",
-		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
-		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
-		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
-		[IBV_EVENT_COMM_EST] = "communication established",
-		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
-		[IBV_EVENT_PATH_MIG] = "path migrated",
-		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
-		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
-		[IBV_EVENT_PORT_ACTIVE] = "port active",
-		[IBV_EVENT_PORT_ERR] = "port error",
-		[IBV_EVENT_LID_CHANGE] = "LID change",
-		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
-		[IBV_EVENT_SM_CHANGE] = "SM change",
-		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
-		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
-		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
-		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
-		[IBV_EVENT_GID_CHANGE] = "GID table change",
-		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
-		[IBV_EVENT_DEVICE_SPEED_CHANGE] = "device speed change",
-	};
-	if ((unsigned)event >= SWV_ARRAY_SIZE(names) || !names[event])
-		return "unknown";
-	return names[event];
+	return swv_async_event_name(event);
 }
 
 SWV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)

@@ -13,7 +13,38 @@
 #include "core/cq.h"
 #include "core/qp.h"
 #include "core/srq.h"
+#include "util/compiler.h"
 #include "util/log.h"
+
+const char *swv_async_event_name(enum ibv_event_type event)
+{
+	static const char *const names[] = {
+		[IBV_EVENT_CQ_ERR] = "CQ error",
+		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+		[IBV_EVENT_COMM_EST] = "communication established",
+		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
+		[IBV_EVENT_PATH_MIG] = "path migrated",
+		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+		[IBV_EVENT_PORT_ACTIVE] = "port active",
+		[IBV_EVENT_PORT_ERR] = "port error",
+		[IBV_EVENT_LID_CHANGE] = "LID change",
+		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+		[IBV_EVENT_SM_CHANGE] = "SM change",
+		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+		[IBV_EVENT_GID_CHANGE] = "GID table change",
+		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+		[IBV_EVENT_DEVICE_SPEED_CHANGE] = "device speed change",
+	};
+	if ((unsigned)event >= SWV_ARRAY_SIZE(names) || !names[event])
+		return "unknown";
+	return names[event];
+}
 
 struct async_rec {
 	struct swv_list entry; /* in queue->list */
@@ -101,7 +132,7 @@ void swv_async_event(struct swv_context *ctx, enum ibv_event_type type, void *el
 
 	if (!r) {
 		swv_log(SWV_LOG_WARN, "async event %s dropped: out of memory",
-			ibv_event_type_str(type));
+			swv_async_event_name(type));
 		return;
 	}
 	r->ev.event_type = type;
@@ -128,7 +159,7 @@ void swv_async_event(struct swv_context *ctx, enum ibv_event_type type, void *el
 	if (q->n >= SWV_ASYNC_MAX_QUEUED) {
 		pthread_mutex_unlock(&q->lock);
 		swv_log(SWV_LOG_WARN, "async event %s dropped: %u unread events queued",
-			ibv_event_type_str(type), SWV_ASYNC_MAX_QUEUED);
+			swv_async_event_name(type), SWV_ASYNC_MAX_QUEUED);
 		free(r);
 		return;
 	}

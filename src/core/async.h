@@ -40,6 +40,9 @@ enum swv_async_kind {
 	SWV_ASYNC_DEVICE,
 };
 enum swv_async_kind swv_async_kind_of(enum ibv_event_type type);
+/* The event's name in rdma-core's wording (ibv_event_type_str); "unknown" outside
+ * the enum. */
+const char *swv_async_event_name(enum ibv_event_type event);
 
 /* Events beyond this many unread ones are dropped (and logged): an application that
  * never reads them must not make the library grow without bound. */

@@ -146,43 +146,16 @@ struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progre
 
 	struct ibv_context *ib = &ctx->vctx.context;
 	ib->device = &dev->ibdev;
-	ib->ops.poll_cq = swv_poll_cq;
-	ib->ops.req_notify_cq = swv_req_notify_cq;
-	ib->ops.post_srq_recv = swv_post_srq_recv;
-	/* memory windows, type 1 and 2B (api/mw.c) */
-	ib->ops.alloc_mw = swv_alloc_mw;
-	ib->ops.dealloc_mw = swv_dealloc_mw;
-	ib->ops.bind_mw = swv_bind_mw;
 	/* No kernel command channel exists; -1 until the context is up (see below). */
 	ib->cmd_fd = -1;
 	ib->num_comp_vectors = 1;
 	pthread_mutex_init(&ib->mutex, NULL);
 	/* Marks the verbs_context as present for the inline wrappers; sz makes every
-	 * op in range so a NULL op cleanly reads as "not supported". */
+	 * op in range so a NULL op cleanly reads as "not supported". The ops themselves
+	 * are the api layer's table (src/api/context.c), set before the context is
+	 * handed to the program. */
 	ib->abi_compat = (void *)UINTPTR_MAX;
 	ctx->vctx.sz = sizeof(ctx->vctx);
-	ctx->vctx.query_port = swv_query_port;
-	ctx->vctx.query_device_ex = swv_query_device_ex;
-	ctx->vctx.create_qp_ex = swv_create_qp_ex; /* ibv_create_qp_ex beyond a plain PD */
-	/* create_srq_ex: basic, XRC and tag-matching SRQs (core/srq.h); XRC domains, SRQ
-	 * numbers and handles on TGT QPs of this process (core/xrcd.h). */
-	ctx->vctx.create_srq_ex = swv_create_srq_ex;
-	ctx->vctx.post_srq_ops = swv_post_srq_ops; /* TM SRQ list operations */
-	ctx->vctx.open_qp = swv_open_qp;
-	ctx->vctx.get_srq_num = swv_get_srq_num;
-	ctx->vctx.open_xrcd = swv_open_xrcd;
-	ctx->vctx.close_xrcd = swv_close_xrcd;
-	ctx->vctx.create_cq_ex = swv_create_cq_ex; /* extended CQs (core/cq_ex.h) */
-	ctx->vctx.query_rt_values = swv_query_rt_values; /* the completion clock */
-	ctx->vctx.advise_mr = swv_advise_mr;		 /* ODP prefetch (core/mr.h) */
-	/* device memory (core/dm.h) */
-	ctx->vctx.alloc_dm = swv_alloc_dm;
-	ctx->vctx.free_dm = swv_free_dm;
-	ctx->vctx.reg_dm_mr = swv_reg_dm_mr;
-	/* parent and thread domains (core/pd.h) */
-	ctx->vctx.alloc_parent_domain = swv_alloc_parent_domain;
-	ctx->vctx.alloc_td = swv_alloc_td;
-	ctx->vctx.dealloc_td = swv_dealloc_td;
 
 	/* Async events: a queue whose events destroy can withdraw (core/async.h);
 	 * async_fd is what programs poll. */

@@ -42,8 +42,4 @@ struct swv_cq_ex {
  * SWV_CQ_EX_WC_FLAGS (the caller checks). */
 int swv_cq_ex_setup(struct swv_cq *cq, uint64_t wc_flags);
 
-/* verbs_context ops (src/api/cq_ex.c). create_cq_ex: NULL + errno. */
-struct ibv_cq_ex *swv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
-int swv_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
-
 #endif

@@ -52,11 +52,4 @@ int swv_devices_get(struct swv_device **devs, unsigned *n);
  * stale pointers handed to the exported functions). */
 bool swv_device_valid(const struct ibv_device *d);
 
-
-/* verbs_context ops (src/api/query.c); attr sizes are the caller's. */
-int swv_query_port(struct ibv_context *ibctx, uint8_t port_num, struct ibv_port_attr *attr,
-		   size_t attr_len);
-int swv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *input,
-			struct ibv_device_attr_ex *attr, size_t attr_size);
-
 #endif

@@ -179,10 +179,6 @@ int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, 
  * that reuses the number never inherits them. */
 void swv_mw_qp_gone(struct swv_context *ctx, uint32_t qpn);
 
-/* The ibv_context_ops of memory windows (api/mw.c). */
-struct ibv_mw *swv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
-int swv_dealloc_mw(struct ibv_mw *mw);
-int swv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
 /* Remote access (responder). qpn is the QP the request arrived on (type 2 windows
  * answer only the QP they are bound to). Returns 0, or EACCES for bad rkey / wrong PD / out of

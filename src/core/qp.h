@@ -235,7 +235,5 @@ void swv_qp_discard(struct swv_qp *qp);
  * attached. */
 int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone);
 void swv_qp_free(struct swv_qp *qp);
-/* verbs_context.create_qp_ex */
-struct ibv_qp *swv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
 
 #endif

@@ -6,11 +6,7 @@ call into a higher layer through a declaration left in a lower layer's header.
 
 Usage: check_calls.py [--self-test] OBJECT... where each object is the build's
 .../<dir>/<file>.c.o (the directory names its layer, ranks from check_layers.py).
-Tolerated for now, by file and the layer it reaches (PENDING): src/progress/progress.c's
-calls into the transport (the receive demux, timers, multicast delivery, triggers,
-packet parse) until the progress loop runs registered sources, and core/context.c's
-ops table and core/async.c's event names, which live in api/ until the ops are set
-from there. Exit status 1 lists every other violation.
+Nothing is tolerated. Exit status 1 lists every violation.
 """
 import os
 import subprocess
@@ -19,8 +15,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_layers import RANK  # noqa: E402
 
-PENDING = {("core/context.c", "api"),
-           ("core/async.c", "api")}
 
 
 def layer_of(obj):
@@ -54,7 +48,7 @@ def violations(objs):
     bad = []
     for d, name, undefined in uses:
         for s in sorted(undefined):
-            if s in where and RANK[where[s][0]] > RANK[d] and (name, where[s][0]) not in PENDING:
+            if s in where and RANK[where[s][0]] > RANK[d]:
                 bad.append(f"src/{name}: uses {s} of src/{where[s][1]}: {d} (layer {RANK[d]}) "
                            f"must not depend on {where[s][0]} (layer {RANK[where[s][0]]})")
     return bad
