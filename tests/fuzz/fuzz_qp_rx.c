@@ -32,6 +32,7 @@
 #include "transport/crc.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
+#include "transport/qp_transport.h"
 #include "util/clock.h"
 
 #define FAIL(...)                                                                                  \
