@@ -288,24 +288,24 @@ int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone)
 	swv_progress_sq_add(&ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
 	qp->sq.head = qp->sq.tail;
 	pthread_mutex_unlock(&qp->lock);
+	/* Nothing raises events for it any more: withdraw the unread ones and wait for
+	 * the acknowledgement of those handed out (core/async.h, as rdma-core). Before
+	 * the transport's fini: a handler holding such an event may still query or
+	 * modify the QP, which needs its transport state. */
+	struct ibv_qp *ib = &qp->qpx.qp_base;
+	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
+			     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
 	*gone = qp;
 	return 0;
 }
 
 void swv_qp_free(struct swv_qp *qp)
 {
-	struct swv_context *ctx = qp->ctx;
 	/* Its completions still queued go with it, as mlx4/mlx5 clean a destroyed QP's
 	 * CQEs: a later poll never returns a QP number that no longer exists. */
 	swv_cq_clean(qp->rcq, qp->qpn);
 	if (qp->scq != qp->rcq)
 		swv_cq_clean(qp->scq, qp->qpn);
-	/* Nothing raises events for it any more: withdraw the unread ones and wait for
-	 * the acknowledgement of those handed out (core/async.h, as rdma-core). */
-	struct ibv_qp *ib = &qp->qpx.qp_base;
-	swv_async_wait_acked(&ib->mutex, &ib->cond, &ib->events_completed,
-			     swv_async_withdraw(ctx, SWV_ASYNC_QP, ib));
-
 	if (qp->xrc == SWV_XRC_TGT) {
 		atomic_fetch_sub(&qp->xrcd->users, 1);
 	} else {

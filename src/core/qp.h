@@ -232,7 +232,8 @@ void swv_qp_discard(struct swv_qp *qp);
 /* ibv_destroy_qp up to the point where nothing can reach the QP: 0 with *gone the
  * QP to finish (transport fini, then swv_qp_free), or with *gone NULL when only a
  * handle went (ibv_open_qp, an orphaned TGT QP); EBUSY while multicast groups are
- * attached. */
+ * attached. Returns once every async event handed out for the QP is acknowledged:
+ * until then a handler may still use the QP, transport state included. */
 int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone);
 void swv_qp_free(struct swv_qp *qp);
 
