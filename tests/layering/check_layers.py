@@ -30,6 +30,9 @@ import tempfile
 RANK = {"util": 0, "net": 1, "link": 2, "progress": 3, "core": 4, "transport": 5,
         "api": 6, "preload": 7, "rdmacm": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# <dir/x.h> finds src/dir/x.h too (src/ is on the include path): such an include is a
+# layer's when that file exists; otherwise it is a system header (<net/if.h>).
+ANGLE = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
 
 
 def violations(src):
@@ -46,7 +49,8 @@ def violations(src):
                 continue
             with open(os.path.join(path, f), encoding="utf-8") as fh:
                 text = fh.read()
-            for inc in INCLUDE.findall(text):
+            angle = [i for i in ANGLE.findall(text) if os.path.isfile(os.path.join(src, i))]
+            for inc in INCLUDE.findall(text) + angle:
                 if "/" not in inc:
                     continue  # same directory
                 top = inc.split("/", 1)[0]
@@ -68,8 +72,10 @@ def self_test():
             fh.write("#pragma once\n")
         with open(os.path.join(t, "util", "y.c"), "w") as fh:
             fh.write('#include "api/x.h"\n')
+        with open(os.path.join(t, "util", "z.c"), "w") as fh:
+            fh.write('#include <net/if.h>\n#include <api/x.h>\n')
         found = violations(t)
-    if len(found) != 1 or "util/y.c" not in found[0]:
+    if len(found) != 2 or "util/y.c" not in found[0] or "util/z.c" not in found[1]:
         print("self-test: a planted util -> api include was not reported:", found)
         return 1
     return 0
