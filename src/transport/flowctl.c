@@ -13,12 +13,12 @@
 #include "transport/flowctl.h"
 #include "transport/opcode.h"
 #include "transport/packet.h"
+#include "transport/txrun.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 {
-	uint8_t hdr[SWV_MAX_HDR_LEN];
 	uint8_t payload[SWV_FC_PAYLOAD_LEN] = {(uint8_t)type};
 	uint32_t be = htonl(psn & SWV_PSN_MASK);
 	struct swv_pkt p;
@@ -28,14 +28,11 @@ static void fc_send(struct swv_qp *qp, enum swv_fc_type type, uint32_t psn)
 	p.opcode = SWV_OP_FLOW_CONTROL;
 	p.pkey = qp->pkey;
 	p.dqpn = qp->attr.dest_qp_num;
+	p.payload = payload;
 	p.paylen = SWV_FC_PAYLOAD_LEN;
-	size_t hlen = swv_pkt_build_hdr(hdr, &p);
 	/* A lost control packet is covered by the next one (values are absolute PSNs) or
 	 * by the sender's probe timer. */
-	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, payload, SWV_FC_PAYLOAD_LEN);
-	if (rc)
-		swv_log(SWV_LOG_DEBUG, "qp %#x: flow control packet not sent: %s", qp->qpn,
-			strerror(rc));
+	(void)swv_tx_pkt(qp, NULL, &p);
 }
 
 /* ---- sending side ---- */

@@ -96,9 +96,6 @@ struct swv_pkt {
 	/* Parse: the whole datagram, for the QP's MAC check in authenticated mode. */
 	const uint8_t *wire;
 	uint32_t wire_len;
-	/* Send (swv_txrun_add): the MAC key of the packet, NULL for a CRC trailer.
-	 * Ignored by swv_pkt_build_hdr. */
-	const struct swv_sip_key *mac_key;
 };
 
 /* Validate and parse a received datagram. Checks, in order: length >= BTH + CRC, the

@@ -116,10 +116,15 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);
 
 /* ---- transmit (xmit.c) ---- */
 
-/* Transmit one packet of this QP to its peer (or dst for UD): builds pad + CRC.
- * Returns 0 or a positive errno. */
-int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
-		size_t hdr_len, const void *payload, uint32_t paylen);
+/* Hand npkts framed packets (iov, built by swv_txrun_add) of this QP to its link,
+ * towards to: one plain datagram for one packet, else a GSO send of seg-byte segments
+ * (swv_ep_send_gso). Destination QPN 0 (UDP port 0, which no socket can have) goes
+ * nowhere, as a packet to an absent QP would: every packet counts as sent. Returns 0
+ * or a positive errno, with *nsent the packets that left.
+ * Only swv_txrun_send calls it (transport/txrun.h). */
+struct iovec;
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
+		int iovcnt, size_t seg, unsigned npkts, unsigned *nsent);
 
 /* ---- triggered operations (trig_run.c; the lists are core/trig.h) ---- */
 

@@ -435,6 +435,46 @@ static bool place_read(struct swv_qp *qp, const struct swv_send_wqe *w, uint8_t 
 			      w->length) == 0;
 }
 
+/* The fields every request packet of w carries: P_Key, destination QP, PSN; for UD
+ * the destination and Q_Key of the WQE (post_send copied them from wr.ud) and a DETH
+ * naming this QP as the source. */
+static void req_pkt_init(const struct swv_qp *qp, const struct swv_send_wqe *w, uint32_t psn,
+			 struct swv_pkt *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pkey = qp->pkey;
+	p->dqpn = qp->attr.dest_qp_num;
+	p->psn = psn;
+	if (qp->type == IBV_QPT_UD) {
+		p->dqpn = w->ud_remote_qpn;
+		p->deth_qkey = w->ud_remote_qkey;
+		p->deth_sqpn = qp->qpn;
+		p->deth_rsvd = w->ud_deth_rsvd;
+	}
+}
+
+/* Whether w's payload is inline in the WQE (left there) rather than in its SGEs. */
+static bool req_inline(const struct swv_send_wqe *w)
+{
+	return w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE);
+}
+
+/* The payload of a data packet (p->paylen bytes at offset off of w): inline data where
+ * it is, else gathered from the SGEs into buf. Returns 0 or an ibv_wc_status. */
+static int req_payload(struct swv_qp *qp, const struct swv_send_wqe *w, uint64_t off, uint8_t *buf,
+		       struct swv_pkt *p)
+{
+	if (req_inline(w)) {
+		p->payload = w->inline_data + off;
+		return 0;
+	}
+	int rc = swv_mr_gather(qp->ctx, qp->pd, w->sge, w->num_sge, off, buf, p->paylen);
+	if (rc)
+		return rc;
+	p->payload = buf;
+	return 0;
+}
+
 /* Build and transmit packet k (PSN psn) of w, 'since' packets after the last AckReq.
  * Returns 0, EAGAIN (socket full: retry later), or minus an ibv_wc_status when the WQE
  * fails locally. */
@@ -442,23 +482,9 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		       uint32_t since, bool *ackreq_out)
 {
 	struct swv_req_state *r = qp->req;
-	uint8_t hdr[SWV_MAX_HDR_LEN];
 	uint8_t data[4096];
-	const void *payload = NULL;
-	uint32_t paylen = 0;
 	struct swv_pkt p;
-	memset(&p, 0, sizeof(p));
-	p.pkey = qp->pkey;
-	p.dqpn = qp->attr.dest_qp_num;
-	p.psn = psn;
-	if (qp->type == IBV_QPT_UD) {
-		/* Datagram: destination and Q_Key come with each WQE (post_send copied
-		 * them from wr.ud); DETH names this QP as the source. */
-		p.dqpn = w->ud_remote_qpn;
-		p.deth_qkey = w->ud_remote_qkey;
-		p.deth_sqpn = qp->qpn;
-		p.deth_rsvd = w->ud_deth_rsvd;
-	}
+	req_pkt_init(qp, w, psn, &p);
 
 	switch (w->opcode) {
 	case IBV_WR_RDMA_READ: {
@@ -510,8 +536,8 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.reth_va = w->remote_addr;
 		p.reth_rkey = w->rkey;
 		p.reth_len = 8;
-		payload = &w->swap;
-		paylen = 8;
+		p.payload = (const uint8_t *)&w->swap;
+		p.paylen = 8;
 		p.ackreq = true;
 		break;
 	case IBV_WR_FLUSH:
@@ -526,7 +552,6 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		break;
 	default: {
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
-		paylen = p.paylen;
 		if (w->opcode == IBV_WR_RDMA_WRITE && w->npkts > 1) {
 			/* placed whole when its first packet leaves for the first time, and
 			 * once: a first packet the full ring refused comes back here placed,
@@ -536,27 +561,21 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 				w->placed = direct_write_ok(qp, w, psn) && place_whole(qp, w);
 			if (write_placed(qp, w, psn)) {
 				p.placed = true;
-				paylen = 0;
+				p.paylen = 0;
 			}
 		}
-		if (paylen) {
-			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
-				payload = w->inline_data + off;
-			} else {
-				int rc = swv_mr_gather(qp->ctx, qp->pd, w->sge, w->num_sge, off,
-						       data, paylen);
-				if (rc)
-					return -rc;
-				payload = data;
-			}
+		if (p.paylen) {
+			int rc = req_payload(qp, w, off, data, &p);
+			if (rc)
+				return -rc;
 			/* placed once: a packet the full ring refused comes back placed */
 			bool direct = w->npkts == 1 && direct_write_ok(qp, w, psn);
 			if (direct && !w->placed)
-				w->placed = place_direct(qp, w, payload, paylen);
+				w->placed = place_direct(qp, w, p.payload, p.paylen);
 			if (direct && w->placed) {
 				p.placed = true;
-				payload = NULL;
-				paylen = 0;
+				p.payload = NULL;
+				p.paylen = 0;
 			}
 		}
 		break;
@@ -571,22 +590,15 @@ static int send_packet(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 	if (qp->type == IBV_QPT_UD && (p.deth_rsvd & SWV_DETH_MGID)) {
 		/* To a multicast group: the MGID goes first (transport/packet.h) */
 		memcpy(mc, w->ud_mgid, SWV_MGID_LEN);
-		if (paylen)
-			memcpy(mc + SWV_MGID_LEN, payload, paylen);
-		payload = mc;
-		paylen += SWV_MGID_LEN;
+		if (p.paylen)
+			memcpy(mc + SWV_MGID_LEN, p.payload, p.paylen);
+		p.payload = mc;
+		p.paylen += SWV_MGID_LEN;
 	}
-	p.flags = swv_opcode(p.opcode)->flags;
-	p.paylen = paylen;
-	size_t hlen = swv_pkt_build_hdr(hdr, &p);
-	int rc = swv_qp_xmit(qp, qp->type == IBV_QPT_UD ? &w->ud_dst : NULL, hdr, hlen, payload,
-			     paylen);
-	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+	/* Anything but EAGAIN is a lost packet (swv_txrun_send): it counts as sent. */
+	int rc = swv_tx_pkt(qp, qp->type == IBV_QPT_UD ? &w->ud_dst : NULL, &p);
+	if (rc == EAGAIN)
 		return EAGAIN;
-	if (rc)
-		/* Anything else is treated as a lost packet: the ACK timeout retries it and
-		 * a dead path ends in RETRY_EXC_ERR, as on a real link. */
-		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
 	r->n_pkts++;
 	*ackreq_out = p.ackreq;
 	/* Only a request that left completes its placed READ: one lost on the way is
@@ -606,14 +618,10 @@ bool swv_req_read_executed(const struct swv_qp *qp, const struct swv_send_wqe *w
 int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, uint32_t npkts)
 {
 	struct swv_req_state *r = qp->req;
-	uint8_t hdr[SWV_MAX_HDR_LEN];
 	struct swv_pkt p;
 	uint64_t off = (uint64_t)((psn - w->first_psn) & SWV_PSN_MASK) * qp->mtu;
 
-	memset(&p, 0, sizeof(p));
-	p.pkey = qp->pkey;
-	p.dqpn = qp->attr.dest_qp_num;
-	p.psn = psn;
+	req_pkt_init(qp, w, psn, &p);
 	p.opcode = SWV_OP_READ_REQUEST;
 	/* the VA advanced by whole PMTUs, as a mid-message retry (roce-wire.md 4.4) */
 	p.reth_va = w->remote_addr + off;
@@ -625,13 +633,8 @@ int swv_req_read_again(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn, 
 		p.opcode |= SWV_OP_XRC;
 		p.xrc_srqn = w->xrc_srqn;
 	}
-	p.flags = swv_opcode(p.opcode)->flags;
-	size_t hlen = swv_pkt_build_hdr(hdr, &p);
-	int rc = swv_qp_xmit(qp, NULL, hdr, hlen, NULL, 0);
-	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+	if (swv_tx_pkt(qp, NULL, &p) == EAGAIN)
 		return EAGAIN;
-	if (rc)
-		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
 	r->n_pkts++;
 	r->n_read_rereqs++;
 	return 0;
@@ -647,7 +650,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 			 bool *again)
 {
 	struct swv_req_state *r = qp->req;
-	struct swv_txrun *run = swv_txrun_begin();
+	struct swv_txrun *run = swv_txrun_begin(qp, NULL);
 	uint32_t since = r->pkts_since_ackreq;
 	uint32_t since_after[SWV_EP_GSO_MAX_SEGS];
 
@@ -656,11 +659,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		return 0;
 	for (uint32_t k = r->cur_pkt; k < w->npkts && swv_txrun_count(run) < room; k++) {
 		struct swv_pkt p;
-		memset(&p, 0, sizeof(p));
-		p.pkey = qp->pkey;
-		p.mac_key = swv_auth_tx_key(qp->auth, &qp->peer, NULL, NULL);
-		p.dqpn = qp->attr.dest_qp_num;
-		p.psn = swv_psn_add(psn, k - r->cur_pkt);
+		req_pkt_init(qp, w, swv_psn_add(psn, k - r->cur_pkt), &p);
 		uint64_t off = data_pkt_fields(qp, w, k, since, &p);
 		if (write_placed(qp, w, p.psn)) {
 			p.placed = true;
@@ -669,20 +668,14 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		if (!swv_txrun_fits(run, p.opcode, p.paylen))
 			break;
 		if (p.paylen) {
-			if (w->num_sge == 0 && (w->send_flags & IBV_SEND_INLINE)) {
-				p.payload = w->inline_data + off;
-			} else {
-				uint8_t *dst = swv_txrun_stage(run, p.paylen);
-				if (!dst)
-					break;
-				int rc = swv_mr_gather(qp->ctx, qp->pd, w->sge, w->num_sge, off, dst,
-						       p.paylen);
-				if (rc) {
-					if (swv_txrun_count(run) == 0)
-						return -rc;
-					break; /* send what was built; the next call reports it */
-				}
-				p.payload = dst;
+			uint8_t *dst = req_inline(w) ? NULL : swv_txrun_stage(run, p.paylen);
+			if (!dst && !req_inline(w))
+				break;
+			int rc = req_payload(qp, w, off, dst, &p);
+			if (rc) {
+				if (swv_txrun_count(run) == 0)
+					return -rc;
+				break; /* send what was built; the next call reports it */
 			}
 		}
 		if (!swv_txrun_add(run, &p))
@@ -691,12 +684,7 @@ static int send_data_run(struct swv_qp *qp, struct swv_send_wqe *w, uint32_t psn
 		since_after[swv_txrun_count(run) - 1] = since;
 	}
 	unsigned sent = 0;
-	int rc = swv_txrun_send(run, qp->ep, &qp->peer, &sent);
-	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
-		*again = true;
-	else if (rc)
-		/* Like a lost packet: the ACK timeout retries it (see send_packet). */
-		swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", qp->qpn, strerror(rc));
+	*again = swv_txrun_send(run, &sent) == EAGAIN; /* else lost, as in send_packet */
 	if (sent)
 		r->pkts_since_ackreq = since_after[sent - 1];
 	r->n_pkts += sent;

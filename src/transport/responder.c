@@ -27,6 +27,7 @@
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/responder_int.h"
+#include "transport/txrun.h"
 #include "util/log.h"
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -129,8 +130,6 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 		  uint64_t atomic_orig, const void *payload, uint32_t paylen)
 {
 	struct swv_pkt p;
-	uint8_t hdr[SWV_MAX_HDR_LEN];
-	size_t hlen;
 	int rc;
 
 	struct swv_resp_state *s = qp->resp;
@@ -167,17 +166,9 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 	p.paylen = paylen;
 	/* an ACKNOWLEDGE with a body carries a SACK map (rc_seq_nak) */
 	p.sack = op == SWV_OP_ACK && paylen;
-	hlen = swv_pkt_build_hdr(hdr, &p);
-	if (!hlen) {
-		swv_log(SWV_LOG_ERR, "responder: qp %#x cannot build opcode %#x\n", qp->qpn, opcode);
-		return EINVAL;
-	}
-	/* A failed transmit (full socket buffer) is a lost packet: the requester's
-	 * timer recovers it, so there is nothing to undo here. */
-	rc = swv_qp_xmit(qp, &qp->peer, hdr, hlen, payload, paylen);
-	if (rc)
-		swv_log(SWV_LOG_DEBUG, "responder: qp %#x xmit opcode %#x psn %#x: %d\n", qp->qpn,
-			opcode, psn, rc);
+	/* A lost packet is recovered by the requester's timer: nothing to undo here. EAGAIN
+	 * (the link refused for now) lets the READ and atomic paths hold the response. */
+	rc = swv_tx_pkt(qp, NULL, &p);
 	return rc;
 }
 

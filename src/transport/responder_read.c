@@ -106,13 +106,11 @@ static uint8_t read_resp_op(uint32_t k, uint32_t n, bool fresh)
 static bool read_flush(struct swv_qp *qp, struct swv_txrun *run, uint32_t psn0)
 {
 	unsigned sent = 0;
-	int rc = swv_txrun_send(run, qp->ep, &qp->peer, &sent);
-	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS) {
+	/* anything but EAGAIN: lost like any datagram, the requester re-asks */
+	if (swv_txrun_send(run, &sent) == EAGAIN) {
 		resp_hold(qp, swv_psn_add(psn0, sent));
 		return false;
 	}
-	if (rc) /* lost like any datagram: the requester re-asks */
-		swv_log(SWV_LOG_DEBUG, "responder: qp %#x READ responses: %d\n", qp->qpn, rc);
 	return true;
 }
 
@@ -125,7 +123,8 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 	uint32_t n = swv_resp_read_npkts(len, mtu);
 	if (qp->resp->tx_retry_at && !qp->resp->tx_resuming)
 		return SWV_RESP_OK; /* behind held responses: tx_resume sends it from r */
-	struct swv_txrun *run = n > 1 && swv_ep_gso_usable(qp->ep) ? swv_txrun_begin() : NULL;
+	struct swv_txrun *run =
+	    n > 1 && swv_ep_gso_usable(qp->ep) ? swv_txrun_begin(qp, NULL) : NULL;
 	uint64_t off = 0;
 	uint32_t k0 = 0;
 
@@ -139,7 +138,6 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		p.opcode =
 		    (qp->xrc == SWV_XRC_TGT ? SWV_OP_XRC : SWV_OP_RC) | read_resp_op(k, n, fresh);
 		p.pkey = qp->pkey;
-		p.mac_key = swv_auth_tx_key(qp->auth, &qp->peer, NULL, NULL);
 		p.dqpn = qp->attr.dest_qp_num & SWV_PSN_MASK;
 		p.psn = swv_psn_add(psn, k);
 		p.aeth_syndrome = SWV_AETH_ACK;
@@ -148,7 +146,7 @@ static enum swv_resp_err read_respond(struct swv_qp *qp, struct swv_resp_res *r,
 		if (!swv_txrun_fits(run, p.opcode, chunk)) {
 			if (!read_flush(qp, run, swv_psn_add(psn, k0)))
 				return SWV_RESP_OK;
-			run = swv_txrun_begin();
+			run = swv_txrun_begin(qp, NULL);
 			k0 = k;
 		}
 		uint8_t *dst = swv_txrun_stage(run, chunk);

@@ -1,25 +1,23 @@
-/* Packet runs for UDP GSO sends (see txrun.h). */
+/* The transmit path (see txrun.h). */
 #include "transport/txrun.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
+#include "core/qp.h"
 #include "link/endpoint.h"
-#include "transport/packet.h"
+#include "transport/auth.h"
+#include "transport/qp_transport.h"
 #include "util/compiler.h"
+#include "util/log.h"
 
-struct swv_txrun {
-	unsigned n;         /* packets */
-	size_t seg;         /* wire length of the first packet: the GSO segment size */
-	size_t total;       /* bytes of all packets */
-	bool closed;        /* a shorter packet was added: it must stay the last */
-	int iovcnt;
-	size_t staged;      /* bytes of the staging area in use */
+/* The per-thread run of up to SWV_EP_GSO_MAX_SEGS packets. */
+struct txrun_long {
+	struct swv_txrun r;
 	struct iovec iov[3 * SWV_EP_GSO_MAX_SEGS];
-	uint8_t hdr[SWV_EP_GSO_MAX_SEGS][SWV_MAX_HDR_LEN];
-	uint8_t tail[SWV_EP_GSO_MAX_SEGS][SWV_MAX_TAIL_LEN + 1];
+	struct swv_txslot slot[SWV_EP_GSO_MAX_SEGS];
 	uint8_t stage[SWV_EP_GSO_MAX_BYTES];
 };
 
@@ -32,26 +30,38 @@ static void run_key_init(void)
 	run_key_ok = pthread_key_create(&run_key, free) == 0;
 }
 
-struct swv_txrun *swv_txrun_begin(void)
+static void run_reset(struct swv_txrun *r, struct swv_qp *qp, const struct sockaddr_in *dst)
 {
-	pthread_once(&run_once, run_key_init);
-	if (!run_key_ok)
-		return NULL;
-	struct swv_txrun *r = pthread_getspecific(run_key);
-	if (!r) {
-		r = malloc(sizeof(*r));
-		if (!r)
-			return NULL;
-		if (pthread_setspecific(run_key, r)) {
-			free(r);
-			return NULL;
-		}
-	}
+	r->qp = qp;
+	r->to = dst ? dst : &qp->peer;
 	r->n = 0;
 	r->seg = r->total = r->staged = 0;
 	r->closed = false;
 	r->iovcnt = 0;
-	return r;
+}
+
+struct swv_txrun *swv_txrun_begin(struct swv_qp *qp, const struct sockaddr_in *dst)
+{
+	pthread_once(&run_once, run_key_init);
+	if (!run_key_ok)
+		return NULL;
+	struct txrun_long *l = pthread_getspecific(run_key);
+	if (!l) {
+		l = malloc(sizeof(*l));
+		if (!l)
+			return NULL;
+		if (pthread_setspecific(run_key, l)) {
+			free(l);
+			return NULL;
+		}
+		l->r.cap = SWV_EP_GSO_MAX_SEGS;
+		l->r.iov = l->iov;
+		l->r.slot = l->slot;
+		l->r.stage = l->stage;
+		l->r.stage_cap = sizeof(l->stage);
+	}
+	run_reset(&l->r, qp, dst);
+	return &l->r;
 }
 
 unsigned swv_txrun_count(const struct swv_txrun *r)
@@ -59,39 +69,50 @@ unsigned swv_txrun_count(const struct swv_txrun *r)
 	return r->n;
 }
 
-bool swv_txrun_fits(const struct swv_txrun *r, uint8_t opcode, uint32_t paylen)
+/* Whether a packet of w bytes on the wire may join the run (the GSO rule). */
+static bool shape_ok(const struct swv_txrun *r, size_t w)
 {
-	size_t w = swv_pkt_wire_len(opcode, paylen);
-	if (!w || r->n == SWV_EP_GSO_MAX_SEGS || r->total + w > SWV_EP_GSO_MAX_BYTES)
+	if (!w || r->n == r->cap || r->total + w > SWV_EP_GSO_MAX_BYTES)
 		return false;
 	return r->n == 0 || (!r->closed && w <= r->seg);
 }
 
+bool swv_txrun_fits(const struct swv_txrun *r, uint8_t opcode, uint32_t paylen)
+{
+	return shape_ok(r, swv_pkt_wire_len(opcode, paylen));
+}
+
 uint8_t *swv_txrun_stage(struct swv_txrun *r, uint32_t paylen)
 {
-	if (paylen > sizeof(r->stage) - r->staged)
+	if (!r->stage || paylen > r->stage_cap - r->staged)
 		return NULL;
 	return r->stage + r->staged;
 }
 
 bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 {
-	if (!swv_txrun_fits(r, p->opcode, p->paylen) || (p->paylen && !p->payload))
+	/* the length from the header built (an ACKNOWLEDGE's SACK map is a body too) */
+	if (r->n == r->cap || (p->paylen && !p->payload))
 		return false;
-	uint8_t *hdr = r->hdr[r->n], *tail = r->tail[r->n];
+	uint8_t *hdr = r->slot[r->n].hdr, *tail = r->slot[r->n].tail;
 	size_t hlen = swv_pkt_build_hdr(hdr, p);
 	if (!hlen)
 		return false;
-	size_t tlen = swv_pkt_build_tail_mac(p->mac_key, hdr, hlen, p->payload, p->paylen, tail);
+	/* UD in authenticated mode: the key of this destination and DestQP */
+	struct swv_sip_key ud_key;
+	const struct swv_sip_key *key = swv_auth_tx_key(r->qp->auth, r->to, hdr, &ud_key);
+	size_t tlen = swv_pkt_build_tail_mac(key, hdr, hlen, p->payload, p->paylen, tail);
 	if (!tlen)
 		return false;
 	size_t w = hlen + p->paylen + tlen;
+	if (!shape_ok(r, w))
+		return false;
 	r->iov[r->iovcnt].iov_base = hdr;
 	r->iov[r->iovcnt++].iov_len = hlen;
 	if (p->paylen) {
 		r->iov[r->iovcnt].iov_base = (void *)p->payload;
 		r->iov[r->iovcnt++].iov_len = p->paylen;
-		if (p->payload == r->stage + r->staged)
+		if (r->stage && p->payload == r->stage + r->staged)
 			r->staged += p->paylen;
 	}
 	r->iov[r->iovcnt].iov_base = tail;
@@ -105,15 +126,34 @@ bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 	return true;
 }
 
-int swv_txrun_send(struct swv_txrun *r, struct swv_endpoint *ep, const struct sockaddr_in *dst,
-		   unsigned *nsent)
+int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
 {
 	*nsent = 0;
 	if (r->n == 0)
 		return 0;
-	if (swv_unlikely(dst->sin_port == 0)) {
-		*nsent = r->n; /* UDP port 0 (QPN 0): gone, as in swv_qp_xmit */
+	int rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, nsent);
+	if (swv_likely(!rc))
 		return 0;
+	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
+		return EAGAIN;
+	/* Anything else is a lost packet: the reliability protocol recovers it (an RC
+	 * requester's ACK timeout, a dead path ending in RETRY_EXC_ERR), as on a real link;
+	 * an unreliable service does not report it. */
+	swv_log(SWV_LOG_DEBUG, "qp %#x: transmit failed: %s", r->qp->qpn, strerror(rc));
+	return rc;
+}
+
+int swv_tx_pkt(struct swv_qp *qp, const struct sockaddr_in *dst, const struct swv_pkt *p)
+{
+	struct iovec iov[3];
+	struct swv_txslot slot;
+	struct swv_txrun r = {.cap = 1, .iov = iov, .slot = &slot};
+	unsigned nsent;
+
+	run_reset(&r, qp, dst);
+	if (swv_unlikely(!swv_txrun_add(&r, p))) {
+		swv_log(SWV_LOG_ERR, "qp %#x: cannot build opcode %#x", qp->qpn, p->opcode);
+		return EINVAL;
 	}
-	return swv_ep_send_gso(ep, dst, r->iov, r->iovcnt, r->seg, r->n, nsent);
+	return swv_txrun_send(&r, &nsent);
 }

@@ -4,8 +4,8 @@
  * checks what is retransmitted and how the retry counters move (roce-wire.md 4.4).
  * The QP's neighbours are small models defined here (the linker takes these before
  * the library's): transmit (parsed back with the real parser), swv_complete, MR
- * gather/scatter, the timer and error hooks; GSO is off, so every packet goes through
- * swv_qp_xmit.
+ * gather/scatter, the timer and error hooks; GSO is off, so every packet goes to
+ * swv_qp_xmit (the link boundary of the transmit path) alone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,23 +39,25 @@ static bool tx_sack[8192];	   /* the request said it reads SACK maps */
 static int ntx;
 static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
-int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
-		size_t hdr_len, const void *payload, uint32_t paylen)
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
+		int iovcnt, size_t seg, unsigned npkts, unsigned *nsent)
 {
 	static uint8_t dgram[8192];
-	uint8_t tail[SWV_MAX_TAIL_LEN];
-	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	size_t len = 0;
 	struct swv_pkt p;
 
-	const struct sockaddr_in *to = dst ? dst : &qp->peer;
+	(void)qp, (void)seg;
+	*nsent = 0;
+	CHECK_EQ(npkts, 1u); /* GSO is off */
 	if (refused_port && ntohs(to->sin_port) == refused_port)
 		return EAGAIN; /* a full socket buffer, or a stopped receiver's full ring */
-	CHECK(tl > 0);
-	memcpy(dgram, hdr, hdr_len);
-	if (paylen)
-		memcpy(dgram + hdr_len, payload, paylen);
-	memcpy(dgram + hdr_len + paylen, tail, tl);
-	CHECK_EQ(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p), 0);
+	for (int i = 0; i < iovcnt; i++) {
+		CHECK(len + iov[i].iov_len <= sizeof(dgram));
+		memcpy(dgram + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	CHECK_EQ(swv_pkt_parse(dgram, len, &p), 0);
+	*nsent = 1;
 	CHECK(ntx < (int)SWV_ARRAY_SIZE(tx_psn));
 	tx_ackreq[ntx] = p.ackreq;
 	tx_sack[ntx] = p.sack;
@@ -146,38 +148,6 @@ bool swv_ep_backlog(struct swv_endpoint *ep, const struct sockaddr_in *dst, uint
 	model_backlog_asks++;
 	*mark = 1;
 	return model_backlog;
-}
-/* Never reached with GSO off; defined so the library's txrun/endpoint stay out. */
-struct swv_txrun *swv_txrun_begin(void)
-{
-	return NULL;
-}
-unsigned swv_txrun_count(const struct swv_txrun *r)
-{
-	(void)r;
-	return 0;
-}
-bool swv_txrun_fits(const struct swv_txrun *r, uint8_t opcode, uint32_t paylen)
-{
-	(void)r, (void)opcode, (void)paylen;
-	return false;
-}
-uint8_t *swv_txrun_stage(struct swv_txrun *r, uint32_t paylen)
-{
-	(void)r, (void)paylen;
-	return NULL;
-}
-bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
-{
-	(void)r, (void)p;
-	return false;
-}
-int swv_txrun_send(struct swv_txrun *r, struct swv_endpoint *ep, const struct sockaddr_in *dst,
-		   unsigned *nsent)
-{
-	(void)r, (void)ep, (void)dst;
-	*nsent = 0;
-	return 0;
 }
 
 /* ------------------------------------------------------------------ fixture */

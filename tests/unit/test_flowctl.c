@@ -3,7 +3,7 @@
  * probing, refusing a credit beyond any window and giving up on a silent peer; the
  * receiver's CREDITs every quarter window, duplicates and losses, and its answer to a
  * PROBE; old and malformed control packets; PSN wrap; QP types that are not
- * flow-controlled. swv_qp_xmit is modelled here (the linker takes it before
+ * flow-controlled. swv_qp_xmit (the link boundary) is modelled here (the linker takes it before
  * the library's): every control packet sent is parsed back with the real parser.
  */
 #include <arpa/inet.h>
@@ -23,21 +23,24 @@ static struct {
 	uint32_t value, dqpn;
 } sent;
 
-int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *dst, const uint8_t *hdr,
-		size_t hdr_len, const void *payload, uint32_t paylen)
+int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
+		int iovcnt, size_t seg, unsigned npkts, unsigned *nsent)
 {
-	uint8_t dgram[128], tail[SWV_MAX_TAIL_LEN];
-	size_t tl = swv_pkt_build_tail(hdr, hdr_len, payload, paylen, tail);
+	uint8_t dgram[128];
+	size_t len = 0;
 	struct swv_pkt p;
 	uint32_t be;
 
-	(void)qp;
-	CHECK(dst == NULL); /* to the connected peer */
-	CHECK(tl > 0 && hdr_len + paylen + tl <= sizeof(dgram));
-	memcpy(dgram, hdr, hdr_len);
-	memcpy(dgram + hdr_len, payload, paylen);
-	memcpy(dgram + hdr_len + paylen, tail, tl);
-	CHECK_OK(swv_pkt_parse(dgram, hdr_len + paylen + tl, &p));
+	(void)seg;
+	CHECK(to == &qp->peer); /* to the connected peer */
+	CHECK_EQ(npkts, 1u);
+	for (int i = 0; i < iovcnt; i++) {
+		CHECK(len + iov[i].iov_len <= sizeof(dgram));
+		memcpy(dgram + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	*nsent = 1;
+	CHECK_OK(swv_pkt_parse(dgram, len, &p));
 	CHECK_EQ(p.opcode, SWV_OP_FLOW_CONTROL);
 	CHECK(p.flags & SWV_OPF_FLOWCTL);
 	CHECK_EQ(p.paylen, SWV_FC_PAYLOAD_LEN);
