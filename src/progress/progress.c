@@ -342,7 +342,10 @@ static void *progress_main(void *arg)
 		next = SWV_MIN(next, flush_held(pr, now));
 		next = SWV_MIN(next, pr->ops->timers(pr->owner, now));
 
-		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_relaxed);
+		/* Release: what this iteration did with an endpoint (a receive from its
+		 * socket) happens before a swv_progress_quiesce that sees the new value
+		 * returns and its caller closes the socket. */
+		atomic_fetch_add_explicit(&pr->epoch, 1, memory_order_release);
 		work_end(pr);
 		pthread_mutex_unlock(&pr->work_lock);
 		/* The context issues here the triggers this iteration's completions made due
@@ -689,8 +692,8 @@ void swv_progress_quiesce(struct swv_progress *pr)
 		return;
 	/* An iteration that was running (or had its events already) ends by bumping the
 	 * epoch; one that starts later cannot see what was removed before this load. */
-	uint64_t e = atomic_load(&pr->epoch);
-	while (atomic_load(&pr->epoch) == e) {
+	uint64_t e = atomic_load_explicit(&pr->epoch, memory_order_acquire);
+	while (atomic_load_explicit(&pr->epoch, memory_order_acquire) == e) {
 		swv_progress_kick(pr, 0);
 		struct timespec ts = {.tv_nsec = 20000};
 		nanosleep(&ts, NULL);

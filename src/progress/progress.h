@@ -97,7 +97,9 @@ struct swv_progress {
 	 * iteration is running and will look at 'pending' before it sleeps). */
 	_Atomic uint64_t sleep_until;
 	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
-	_Atomic uint64_t epoch;        /* loop iterations completed (statistics) */
+	_Atomic uint64_t epoch;        /* loop iterations completed: bumped with release at
+					* the end of each, read with acquire by
+					* swv_progress_quiesce (and statistics) */
 	_Atomic uint64_t last_iter_ns; /* when the last iteration looked at the clock (tests) */
 	/* Held by whoever receives and dispatches packets: the thread for each whole
 	 * iteration, an application thread for one swv_progress_assist pass. 'seq' is odd
