@@ -45,7 +45,7 @@ static inline void cntr_maybe_notify(struct swv_comp_cntr *c, bool err)
 		swv_comp_cntr_notify(c, err);
 }
 
-void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes)
+void swv_comp_cntr_count(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes)
 {
 	if (!cntr)
 		return;
@@ -54,7 +54,18 @@ void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes)
 		cntr_value_add(c, c->comp, c->type == IBV_COMP_CNTR_TYPE_BYTES ? bytes : 1);
 	else
 		cntr_value_add(c, c->err, 1);
-	cntr_maybe_notify(c, !ok);
+}
+
+void swv_comp_cntr_signal(struct ibv_comp_cntr *cntr, bool ok)
+{
+	if (cntr)
+		cntr_maybe_notify(to_swv_cntr(cntr), !ok);
+}
+
+void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes)
+{
+	swv_comp_cntr_count(cntr, ok, bytes);
+	swv_comp_cntr_signal(cntr, ok);
 }
 
 void swv_comp_cntr_add(struct swv_comp_cntr *c, bool err, uint64_t amount)

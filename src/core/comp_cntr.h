@@ -171,8 +171,14 @@ uint32_t swv_comp_cntr_mask_to_slots(uint32_t op_mask);
  * under qp->lock and fills qp->cntr[]. Returns 0, EOPNOTSUPP, EINVAL or EBUSY. */
 int swv_comp_cntr_attach(struct swv_qp *qp, struct swv_comp_cntr *c, uint32_t op_mask);
 
-/* Data path: count one completed work request of 'bytes' payload. ok=false adds 1 to
- * the error count. Never blocks, never allocates. cntr may be NULL (no-op). */
+/* Data path, in two steps so the first can sit inside a CQ's critical section:
+ * count one completed work request of 'bytes' payload (ok=false adds 1 to the error
+ * count), then wake the counter's waiters and fds, if any. Neither blocks nor
+ * allocates; the signal may make a system call, so it comes after any lock is
+ * released. cntr may be NULL (no-op). */
+void swv_comp_cntr_count(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes);
+void swv_comp_cntr_signal(struct ibv_comp_cntr *cntr, bool ok);
+/* Both, for a completion without a CQE. */
 void swv_comp_cntr_complete(struct ibv_comp_cntr *cntr, bool ok, uint64_t bytes);
 
 /* QP destroy: drop this QP's attachments (the counters' attach counts). Called once

@@ -2,8 +2,10 @@
  * The single completion path (DESIGN.md 7, comp-cntr.md "What is counted").
  *
  * Order is part of the counter contract: the caller has placed the data; the CQE is
- * written here first; the counter's release increment comes last, so a reader that
- * observes the count also observes the data and the CQE.
+ * written first; the counter's release increment comes last, so a reader that
+ * observes the count also observes the data and the CQE. With a CQE the increment
+ * happens inside the CQ's critical section (swv_cq_push_counted), so the converse
+ * holds too: a poller that took the CQE finds it counted.
  */
 #include <errno.h>
 
@@ -14,17 +16,14 @@
 
 int swv_complete(struct swv_qp *qp, const struct swv_completion *c)
 {
-	int rc = 0;
-	bool ok = c->wc.status == IBV_WC_SUCCESS;
-
-	if (c->cq)
-		rc = swv_cq_push_tm(c->cq, &c->wc, c->solicited, &c->tm);
+	const bool ok = c->wc.status == IBV_WC_SUCCESS;
+	const uint64_t bytes = ok ? c->bytes : 0;
 
 	/* cntr[] is written by attach only while the QP is in RESET/INIT (no traffic),
-	 * so a plain load suffices here. The WR completed even when its CQE was lost to
-	 * an overflow, so it is still counted. */
+	 * so a plain load suffices here. */
 	struct ibv_comp_cntr *cntr = (unsigned)c->slot < SWV_CNTR_NSLOTS ? qp->cntr[c->slot] : NULL;
-	if (cntr)
-		swv_comp_cntr_complete(cntr, ok, ok ? c->bytes : 0);
-	return rc;
+	if (c->cq)
+		return swv_cq_push_counted(c->cq, &c->wc, c->solicited, &c->tm, cntr, bytes);
+	swv_comp_cntr_complete(cntr, ok, bytes);
+	return 0;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/async.h"
+#include "core/comp_cntr.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device.h"
@@ -46,19 +47,23 @@ static inline uint32_t ld(_Atomic uint32_t *v)
 
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
-	return swv_cq_push_tm(cq, wc, solicited, NULL);
+	return swv_cq_push_counted(cq, wc, solicited, NULL, NULL, 0);
 }
 
-int swv_cq_push_tm(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
-		   const struct ibv_wc_tm_info *tm)
+int swv_cq_push_counted(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
+			const struct ibv_wc_tm_info *tm, struct ibv_comp_cntr *cntr, uint64_t bytes)
 {
+	const bool ok = wc->status == IBV_WC_SUCCESS;
 	bool fire = false;
 
 	pthread_mutex_lock(&cq->lock);
 	uint32_t tail = ld(&cq->tail);
 	if (tail - ld(&cq->head) == cq->size) {
 		cq->overflow = true;
+		/* the WR completed even though its CQE is lost: still counted */
+		swv_comp_cntr_count(cntr, ok, bytes);
 		pthread_mutex_unlock(&cq->lock);
+		swv_comp_cntr_signal(cntr, ok);
 		return ENOSPC;
 	}
 	cq->ring[tail & (cq->size - 1)] = *wc;
@@ -69,11 +74,16 @@ int swv_cq_push_tm(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
 		cq->tm[tail & (cq->size - 1)] = tm ? *tm : none;
 	}
 	atomic_store_explicit(&cq->tail, tail + 1, memory_order_release);
+	/* Counted before the lock is released: a poller takes this CQE only under the
+	 * lock, so it finds the count already raised; a reader that sees the count sees the
+	 * tail store before it (the increment is a release). */
+	swv_comp_cntr_count(cntr, ok, bytes);
 	if (cq->notify == 1 || (cq->notify == 2 && solicited)) {
 		cq->notify = 0; /* one event per arm */
 		fire = cq->channel != NULL;
 	}
 	pthread_mutex_unlock(&cq->lock);
+	swv_comp_cntr_signal(cntr, ok);
 	if (fire)
 		channel_fire(cq);
 	return 0;

@@ -83,9 +83,12 @@ static inline struct swv_cq *to_swv_cq(struct ibv_cq *cq)
  * IBV_EVENT_CQ_ERR). Safe from any thread. */
 int swv_cq_push(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* The same with the CQE's tag-matching info (NULL: none; kept only by a CQ that has
- * cq->tm). */
-int swv_cq_push_tm(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
-		   const struct ibv_wc_tm_info *tm);
+ * cq->tm), counting the completion on cntr (NULL: none) inside the CQ's critical
+ * section: a thread that polls the CQE then reads the counter finds it counted, and
+ * one that reads the count then polls finds the CQE (comp-cntr.md "Visibility"). */
+int swv_cq_push_counted(struct swv_cq *cq, const struct ibv_wc *wc, bool solicited,
+			const struct ibv_wc_tm_info *tm, struct ibv_comp_cntr *cntr,
+			uint64_t bytes);
 
 /* ibv_context_ops entries. */
 int swv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);

@@ -6,7 +6,8 @@
  *   B. target: RECV count n => received data of messages 0..n-1 in place, and their
  *      n CQEs can be polled;
  *   C. initiator: RDMA_READ count n => the data of reads 0..n-1 is in place (checked
- *      by a second thread while the first one posts).
+ *      by a second thread while the first one posts);
+ *   D. target, the converse: after polling n receive CQEs, the RECV count is >= n.
  * Operations are unsignaled (except receives, which always complete with a CQE).
  * Plain, then with 5% drop + duplicates.
  */
@@ -18,6 +19,7 @@
 #define NA    2000 /* RDMA WRITEs */
 #define NB    1000 /* SENDs */
 #define NC    2000 /* RDMA READs */
+#define ND    2000 /* SENDs of part D */
 #define SLOT  2048u
 #define TMO   30000
 #define RQ    256  /* receives kept posted */
@@ -205,14 +207,54 @@ static void side(struct swvt *t, void *arg)
 	swvt_barrier(t);
 	printf("[%s] C: %d RDMA READs in order\n", init ? "initiator" : "target", NC);
 
+	/* ---- D: a CQE polled is a completion counted ---- */
+	if (init) {
+		swvt_barrier(t); /* the receives are posted */
+		for (int j = 0; j < ND; j++) {
+			throttle(s.c[K_SEND], NB + j, SRCQ);
+			post1(t, IBV_WR_SEND, B_OFF + (uint64_t)(j % SRCQ) * SLOT, 8, 0);
+		}
+		CHECK_OK(swv_comp_cntr_wait(s.c[K_SEND], NB + ND, TMO));
+	} else {
+		for (int j = 0; j < RQ; j++)
+			swvt_post_recv(t, (uint64_t)j, B_OFF + (uint64_t)j * SLOT, SLOT);
+		swvt_barrier(t);
+		int polled = 0;
+		uint64_t deadline = swvt_now_ms() + TMO;
+		struct ibv_wc wc[64];
+		while (polled < ND) {
+			int r = ibv_poll_cq(t->rcq, 64, wc);
+			CHECK(r >= 0);
+			if (r == 0) {
+				CHECK(swvt_now_ms() < deadline);
+				continue;
+			}
+			uint64_t n = swvt_cntr_read(s.c[K_RECV]) - NB;
+			if (n < (uint64_t)(polled + r)) {
+				fprintf(stderr, "RECV: %d CQEs polled but the count says %llu\n",
+					polled + r, (unsigned long long)n);
+				exit(1);
+			}
+			for (int i = 0; i < r; i++, polled++) {
+				CHECK_WC(wc[i], IBV_WC_SUCCESS);
+				CHECK_EQ(wc[i].wr_id, (uint64_t)(polled % RQ));
+				if (polled + RQ < ND)
+					swvt_post_recv(t, wc[i].wr_id, B_OFF + wc[i].wr_id * SLOT,
+						       SLOT);
+			}
+		}
+	}
+	swvt_barrier(t);
+	printf("[%s] D: %d receive CQEs counted when polled\n", init ? "initiator" : "target", ND);
+
 	/* And the totals are exact. */
 	if (init) {
 		s.exp[K_WR] = NA;
-		s.exp[K_SEND] = NB;
+		s.exp[K_SEND] = NB + ND;
 		s.exp[K_RD] = NC;
 	} else {
 		s.exp[K_RWR] = NA;
-		s.exp[K_RECV] = NB;
+		s.exp[K_RECV] = NB + ND;
 		s.exp[K_RRD] = NC;
 	}
 	cntr_check_side(&s, "totals", TMO);
