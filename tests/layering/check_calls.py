@@ -5,7 +5,7 @@ layers below, never one defined above. This catches what an include check cannot
 call into a higher layer through a declaration left in a lower layer's header.
 
 Usage: check_calls.py [--self-test] OBJECT... where each object is the build's
-.../<dir>/<file>.c.o (the directory names its layer, ranks from check_layers.py).
+.../<dir>/<file>.c.o (the directory names its layer, ranks from layers.py).
 Nothing is tolerated. Exit status 1 lists every violation.
 """
 import os
@@ -13,9 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_layers import RANK  # noqa: E402
-
-
+from layers import RANK, run  # noqa: E402
 
 def layer_of(obj):
     d = os.path.basename(os.path.dirname(obj))
@@ -40,7 +38,7 @@ def violations(objs):
     for o in objs:
         d, name = layer_of(o)
         if d not in RANK:
-            return [f"{o}: directory {d} not placed in a layer (check_layers.py)"]
+            return [f"{o}: directory {d} not placed in a layer (layers.py)"]
         defined, undefined = symbols(o)
         for s in defined:
             where[s] = (d, name)
@@ -73,26 +71,11 @@ def self_test():
     return 0
 
 
-def main():
-    args = sys.argv[1:]
-    if args and args[0] == "--self-test":
-        if self_test():
-            return 1
-        args = args[1:]
-    if not args:
-        print("usage: check_calls.py [--self-test] OBJECT...", file=sys.stderr)
-        return 2
+def check(args):
     # CTest passes $<TARGET_OBJECTS:...> as one ';'-separated argument.
     objs = [o for a in args for o in a.split(";") if o]
-    bad = violations(objs)
-    for b in bad:
-        print(b)
-    if bad:
-        print(f"{len(bad)} use(s) against the layering")
-        return 1
-    print(f"no call against the layering in {len(objs)} objects")
-    return 0
+    return violations(objs), f"no call against the layering in {len(objs)} objects"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("check_calls.py [--self-test] OBJECT...", None, self_test, check))

@@ -2,33 +2,18 @@
 """The layers of src/ (docs/design.md, "Source tree = architecture"): a file may include
 headers of its own layer and of the layers below it, never of a layer above.
 
-Layers, bottom to top -- the rank each directory of src/ has:
-  util                            0  helpers with no knowledge of RDMA
-  net                             1  configuration, addressing, netdev watch, fault injector
-  link                            2  endpoints: UDP sockets and the intra-host link
-  progress                        3  the progress loop: endpoints, timers, sleep and wake;
-                                     what it receives and runs is its owner's (a table of
-                                     calls registered at start)
-  core                            4  verbs objects (device, context, pd, mr/mw, cq, srq, ah,
-                                     xrcd, counters, the QP object and its queues)
-  transport                       5  the protocol over the QP object: posting, requester,
-                                     completer, responder, state changes that reset or
-                                     flush it, the receive story (check, demux), timers,
-                                     triggered WRs, multicast delivery, introspection
-  api                             6  exported entry points
-  preload, rdmacm                 7  libraries built on the public API
-
-An include of a directory this table does not know is an error too, so a new layer must
-be placed here. Exit status 1 lists every violation. With --self-test, checks that a
-planted upward include is reported (the check can fail).
+The ranks are layers.py's table. An include of a directory that table does not know is
+an error too, so a new layer must be placed there. Exit status 1 lists every violation.
+With --self-test, checks that a planted upward include is reported (the check can fail).
 """
 import os
 import re
 import sys
 import tempfile
 
-RANK = {"util": 0, "net": 1, "link": 2, "progress": 3, "core": 4, "transport": 5,
-        "api": 6, "preload": 7, "rdmacm": 7}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layers import RANK, run  # noqa: E402
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # <dir/x.h> finds src/dir/x.h too (src/ is on the include path): such an include is a
 # layer's when that file exists; otherwise it is a system header (<net/if.h>).
@@ -42,7 +27,7 @@ def violations(src):
         if not os.path.isdir(path):
             continue
         if d not in RANK:
-            bad.append(f"src/{d}/: directory not placed in a layer (tests/layering/check_layers.py)")
+            bad.append(f"src/{d}/: directory not placed in a layer (tests/layering/layers.py)")
             continue
         for f in sorted(os.listdir(path)):
             if not f.endswith((".c", ".h")):
@@ -81,24 +66,10 @@ def self_test():
     return 0
 
 
-def main():
-    args = sys.argv[1:]
-    if args and args[0] == "--self-test":
-        if self_test():
-            return 1
-        args = args[1:]
-    if len(args) != 1:
-        print("usage: check_layers.py [--self-test] SRC_DIR", file=sys.stderr)
-        return 2
-    bad = violations(args[0])
-    for b in bad:
-        print(b)
-    if bad:
-        print(f"{len(bad)} include(s) against the layering")
-        return 1
-    print("layering holds:", ", ".join(f"{d}={r}" for d, r in sorted(RANK.items(), key=lambda x: x[1])))
-    return 0
+def check(args):
+    held = ", ".join(f"{d}={r}" for d, r in sorted(RANK.items(), key=lambda x: x[1]))
+    return violations(args[0]), "layering holds: " + held
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("check_layers.py [--self-test] SRC_DIR", 1, self_test, check))

@@ -12,6 +12,7 @@
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "util/clock.h"
+#include "wait.h"
 
 static struct swv_context *ctx;
 
@@ -20,35 +21,10 @@ static uint64_t epoch(void)
 	return atomic_load(&ctx->progress.epoch);
 }
 
-/* Wait (bounded) until f() reaches at least v; returns false on timeout. */
-static bool wait_for(_Atomic uint64_t *c, uint64_t v)
-{
-	uint64_t until = swv_now_ns() + 5000000000ull;
-	while (atomic_load(c) < v) {
-		if (swv_now_ns() > until)
-			return false;
-		usleep(100);
-	}
-	return true;
-}
-
-/* Bounded wait for an exact value (the machine may be loaded: never assume a
- * thread ran within a fixed time). */
-static bool wait_eq(_Atomic uint64_t *c, uint64_t v)
-{
-	uint64_t until = swv_now_ns() + 5000000000ull;
-	while (atomic_load(c) != v) {
-		if (swv_now_ns() > until)
-			return false;
-		usleep(100);
-	}
-	return true;
-}
-
 static void test_kick_timed(uint64_t delay_ns)
 {
 	/* The thread settles into an indefinite sleep and stays there: no busy loop. */
-	CHECK(wait_eq(&ctx->progress.sleep_until, UINT64_MAX));
+	CHECK(swvt_wait_eq(&ctx->progress.sleep_until, UINT64_MAX));
 	uint64_t e0 = epoch();
 	usleep(2000);
 	CHECK_EQ(epoch(), e0);
@@ -57,10 +33,10 @@ static void test_kick_timed(uint64_t delay_ns)
 	swv_progress_kick(&ctx->progress, t0 + delay_ns);
 	/* Woken at once by the eventfd; an iteration must then run at or after the
 	 * deadline (immediately if the wake came late, else after a timed sleep). */
-	CHECK(wait_for(&ctx->progress.last_iter_ns, t0 + delay_ns));
+	CHECK(swvt_wait_at_least(&ctx->progress.last_iter_ns, t0 + delay_ns));
 	CHECK(epoch() >= e0 + 1 || atomic_load(&ctx->progress.seq) & 1);
 	/* Back to an indefinite sleep: the kick is consumed. */
-	CHECK(wait_eq(&ctx->progress.sleep_until, UINT64_MAX));
+	CHECK(swvt_wait_eq(&ctx->progress.sleep_until, UINT64_MAX));
 	uint64_t e1 = epoch();
 	usleep(5000);
 	CHECK_EQ(epoch(), e1);
@@ -75,7 +51,7 @@ static void test_kick_coalesce(void)
 	swv_progress_kick(&ctx->progress, d + 1); /* later deadline: nothing to do */
 	CHECK_EQ(atomic_load(&ctx->progress.wakeups), w0 + 1);
 	/* The thread now sleeps to d; an earlier kick must wake it again. */
-	CHECK(wait_eq(&ctx->progress.sleep_until, d));
+	CHECK(swvt_wait_eq(&ctx->progress.sleep_until, d));
 	swv_progress_kick(&ctx->progress, d - 100000000ull);
 	CHECK_EQ(atomic_load(&ctx->progress.wakeups), w0 + 2);
 	/* Kicks while the thread runs are picked up without a syscall (from itself). */
@@ -124,7 +100,7 @@ static void test_rx_validation(void)
 	send_raw(s, port, "hello", 5);
 	uint8_t zeros[3] = {0};
 	send_raw(s, port, zeros, sizeof(zeros));
-	CHECK(wait_for(&pr->rx_malformed, mal0 + 2));
+	CHECK(swvt_wait_at_least(&pr->rx_malformed, mal0 + 2));
 
 	/* A well-formed RC SEND_ONLY to a QPN of this socket with no QP: counted, dropped. */
 	struct swv_pkt p = {.opcode = SWV_OP_RC | SWV_OP_SEND_ONLY,
@@ -138,7 +114,7 @@ static void test_rx_validation(void)
 	size_t t = swv_pkt_build_tail(pkt, h, pkt + h, 4, pkt + h + 4);
 	CHECK(t > 0);
 	send_raw(s, port, pkt, h + 4 + t);
-	CHECK(wait_for(&pr->rx_no_qp, noqp0 + 1));
+	CHECK(swvt_wait_at_least(&pr->rx_no_qp, noqp0 + 1));
 
 	/* The same packet addressed to another socket's QPN: misrouted, no QP. */
 	p.dqpn = swv_qpn_make((uint16_t)(port + 1), 17);
@@ -146,14 +122,14 @@ static void test_rx_validation(void)
 	memcpy(pkt + h, "data", 4);
 	t = swv_pkt_build_tail(pkt, h, pkt + h, 4, pkt + h + 4);
 	send_raw(s, port, pkt, h + 4 + t);
-	CHECK(wait_for(&pr->rx_no_qp, noqp0 + 2));
+	CHECK(swvt_wait_at_least(&pr->rx_no_qp, noqp0 + 2));
 
 	/* Corrupt one payload byte: bad CRC. */
 	pkt[h] ^= 1;
 	send_raw(s, port, pkt, h + 4 + t);
-	CHECK(wait_for(&pr->rx_bad_crc, crc0 + 1));
+	CHECK(swvt_wait_at_least(&pr->rx_bad_crc, crc0 + 1));
 
-	CHECK(wait_for(&pr->rx_packets, pk0 + 5));
+	CHECK(swvt_wait_at_least(&pr->rx_packets, pk0 + 5));
 	CHECK_EQ(atomic_load(&pr->rx_malformed), mal0 + 2);
 	CHECK_EQ(atomic_load(&pr->rx_no_qp), noqp0 + 2);
 	CHECK_EQ(atomic_load(&pr->rx_bad_crc), crc0 + 1);

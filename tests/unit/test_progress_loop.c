@@ -16,6 +16,7 @@
 #include "link/endpoint.h"
 #include "progress/progress.h"
 #include "util/clock.h"
+#include "wait.h"
 
 struct owner {
 	int opened, closed;
@@ -113,18 +114,6 @@ static const struct swv_progress_ops failing_ops = {
     .watch = o_watch,
 };
 
-/* Bounded wait (the machine may be loaded: never assume a thread ran in a fixed time). */
-static bool wait_at_least(_Atomic uint64_t *c, uint64_t v)
-{
-	uint64_t until = swv_now_ns() + 5000000000ull;
-	while (atomic_load(c) < v) {
-		if (swv_now_ns() > until)
-			return false;
-		usleep(100);
-	}
-	return true;
-}
-
 static void send_to(int s, const struct swv_endpoint *ep)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ep->port)};
@@ -153,7 +142,7 @@ int main(void)
 
 	/* The watched fd. */
 	CHECK_EQ(write(pfd[1], "w", 1), (ssize_t)1);
-	CHECK(wait_at_least(&o.watch_calls, 1));
+	CHECK(swvt_wait_at_least(&o.watch_calls, 1));
 
 	/* A datagram on a registered endpoint reaches ops->rx on the loop's thread, and the
 	 * loop counts what ops->rx reported as packets. */
@@ -164,10 +153,10 @@ int main(void)
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	CHECK(s >= 0);
 	send_to(s, &ep);
-	CHECK(wait_at_least(&o.rx_pkts, 1));
-	CHECK(wait_at_least(&pr.rx_packets, 1));
+	CHECK(swvt_wait_at_least(&o.rx_pkts, 1));
+	CHECK(swvt_wait_at_least(&pr.rx_packets, 1));
 	CHECK(atomic_load(&o.rx_from_thread));
-	CHECK(wait_at_least(&o.after_calls, 1));
+	CHECK(swvt_wait_at_least(&o.after_calls, 1));
 
 	/* A settling pass takes what arrived before it, whoever receives it: counted
 	 * once settle returns, and followed by ops->after. */
@@ -185,7 +174,7 @@ int main(void)
 	uint64_t d = swv_now_ns() + 20000000ull; /* 20 ms */
 	atomic_store(&o.deadline, d);
 	swv_progress_kick(&pr, 0);
-	CHECK(wait_at_least(&o.timer_ran_at, d));
+	CHECK(swvt_wait_at_least(&o.timer_ran_at, d));
 	CHECK_EQ(atomic_load(&o.deadline), 0);
 
 	/* The receive endpoints are bounded; a group's socket does not count. */
