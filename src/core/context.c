@@ -295,6 +295,12 @@ int swv_ctx_release(struct swv_context *raw, struct swv_context **last_out)
 	if (raw->vctx.context.cmd_fd >= 0)
 		close(raw->vctx.context.cmd_fd);
 	bool last = --p->refs == 0;
+	if (last) {
+		/* Under the same lock as the count: an import may not find a context whose
+		 * close has begun (it would take a reference on memory being freed). */
+		swv_list_del(&p->import_entry);
+		swv_list_init(&p->import_entry);
+	}
 	pthread_mutex_unlock(&registry_lock);
 	if (last)
 		*last_out = p;

@@ -12,6 +12,8 @@
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <unistd.h>
 
@@ -59,8 +61,54 @@ static void unpublished(void)
 	swv_ctx_close(ctx);
 }
 
+static _Atomic int target_fd = -1;
+static atomic_bool stop;
+static _Atomic unsigned imported;
+
+static void *importer(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		int n = atomic_load(&target_fd);
+		/* A dup, as programs import (the importer owns what it is given). The
+		 * number may be closed or another file's by then: any failure is fine,
+		 * only a context with missing ops is not. */
+		int fd = n < 0 ? -1 : dup(n);
+		if (fd < 0)
+			continue;
+		struct ibv_context *imp = ibv_import_device(fd);
+		if (!imp) {
+			close(fd);
+			continue;
+		}
+		check_ops(imp);
+		atomic_fetch_add(&imported, 1);
+		/* The primary lives on for this importer if the main thread closed it. */
+		CHECK_EQ(ibv_close_device(imp), 0);
+	}
+	return NULL;
+}
+
+static void racing(void)
+{
+	struct ibv_device *dev = first_device();
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, importer, NULL), 0);
+	for (unsigned i = 0; i < 300; i++) {
+		struct ibv_context *c = ibv_open_device(dev);
+		CHECK(c != NULL);
+		/* Descriptors are numbered lowest first: the next open hands out this number
+		 * again once this context's is closed. */
+		atomic_store(&target_fd, c->cmd_fd);
+		CHECK_EQ(ibv_close_device(c), 0);
+	}
+	atomic_store(&stop, true);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
 int main(void)
 {
 	unpublished();
+	racing();
 	return 0;
 }
