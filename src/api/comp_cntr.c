@@ -176,9 +176,18 @@ SWV_EXPORT int ibv_qp_attach_comp_cntr(struct ibv_qp *qp, struct ibv_comp_cntr *
 	 * capabilities (docs/counters.md, "Errors"). */
 	if (attr->op_mask & ~SWV_CNTR_OP_ALL)
 		return EOPNOTSUPP;
+	struct swv_qp *q = to_swv_qp(qp);
+	/* A handle of ibv_open_qp attaches to the TGT QP it names, whose completions the
+	 * data path counts (core/xrcd.h); that QP is its creator's context's, and a
+	 * counter of another context could be freed under it (2 again). */
+	if (q->open_real) {
+		q = q->open_real;
+		if (to_swv_ctx(comp_cntr->context) != q->ctx)
+			return EINVAL;
+	}
 	/* 5 (the QP's kinds: EOPNOTSUPP), 6 (state: EINVAL), 7 (overlap: EBUSY) under
 	 * qp->lock */
-	return swv_comp_cntr_attach(to_swv_qp(qp), to_swv_cntr(comp_cntr), attr->op_mask);
+	return swv_comp_cntr_attach(q, to_swv_cntr(comp_cntr), attr->op_mask);
 }
 
 SWV_EXPORT int swv_comp_cntr_wait(struct ibv_comp_cntr *comp_cntr, uint64_t threshold,

@@ -68,7 +68,8 @@ SWV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	struct swv_context *ctx = swv_ctx_open(to_swv_device(device), &swv_receive_ops);
 	if (!ctx)
 		return NULL;
-	set_ops(&ctx->vctx); /* before any importer copies them (ibv_import_device) */
+	set_ops(&ctx->vctx);
+	swv_ctx_publish(ctx);	/* importable from now on: an importer copies the ops */
 	swv_stat_register(ctx); /* swverbs-stat can see it from now on */
 	return &ctx->vctx.context;
 }

@@ -193,11 +193,7 @@ struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progre
 		ib->cmd_fd = fcntl(ctx->ident_fd, F_DUPFD_CLOEXEC, 0);
 	else
 		ib->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (ctx->ident_fd >= 0 && ib->cmd_fd >= 0) {
-		pthread_mutex_lock(&registry_lock);
-		swv_list_add_tail(&registry, &ctx->import_entry);
-		pthread_mutex_unlock(&registry_lock);
-	}
+	/* Not importable yet: swv_ctx_publish, once the api layer set the ops. */
 	return ctx;
 
 err_port:
@@ -219,6 +215,16 @@ err_pipe:
 	free(ctx);
 	errno = rc;
 	return NULL;
+}
+
+void swv_ctx_publish(struct swv_context *ctx)
+{
+	if (ctx->ident_fd < 0 || ctx->vctx.context.cmd_fd < 0)
+		return;
+	/* The lock orders the ops' stores before any importer's copy of them. */
+	pthread_mutex_lock(&registry_lock);
+	swv_list_add_tail(&registry, &ctx->import_entry);
+	pthread_mutex_unlock(&registry_lock);
 }
 
 void swv_ctx_close(struct swv_context *ctx)
@@ -289,6 +295,12 @@ int swv_ctx_release(struct swv_context *raw, struct swv_context **last_out)
 	if (raw->vctx.context.cmd_fd >= 0)
 		close(raw->vctx.context.cmd_fd);
 	bool last = --p->refs == 0;
+	if (last) {
+		/* Under the same lock as the count: an import may not find a context whose
+		 * close has begun (it would take a reference on memory being freed). */
+		swv_list_del(&p->import_entry);
+		swv_list_init(&p->import_entry);
+	}
 	pthread_mutex_unlock(&registry_lock);
 	if (last)
 		*last_out = p;

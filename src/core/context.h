@@ -136,6 +136,9 @@ static inline uint16_t swv_ctx_pkey(const struct swv_context *ctx, unsigned inde
  * stops the progress thread first, then releases the netdev watch, counters, sockets,
  * leftover MRs and the async event queue. */
 struct swv_context *swv_ctx_open(struct swv_device *dev, const struct swv_progress_ops *rx_ops);
+/* Makes ctx importable (ibv_import_device of its cmd_fd). An importer copies the
+ * context's verbs_context, so this comes after its ops are set, never in open. */
+void swv_ctx_publish(struct swv_context *ctx);
 void swv_ctx_close(struct swv_context *ctx);
 /* ibv_close_device of one ibv_context (a primary or an importer): closes its cmd_fd;
  * when it was the last open one of its primary, *last is the primary, for the caller

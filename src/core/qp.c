@@ -274,6 +274,9 @@ int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone)
 	swv_trig_qp_destroy(qp);
 	/* No placement through it outlives it, nor reaches a later QP of its number. */
 	pthread_mutex_lock(&qp->lock);
+	/* A modify by a handler of its async events during the wait below would list it
+	 * again, past this point, for good. */
+	qp->dt_closed = true;
 	if (qp->dt_published) {
 		swv_shm_dt_qp(ctx->ports[0]->ep.shm, qp->qpn, NULL);
 		qp->dt_published = false;

@@ -171,6 +171,7 @@ struct swv_qp {
 	uint32_t mtu;              /* path MTU in bytes */
 	uint16_t pkey;             /* the port's P_Key at attr.pkey_index: sent and checked */
 	bool dt_published;	   /* listed in its inbox's placement table (swv_qp_dt_update) */
+	bool dt_closed;		   /* destroy withdrew it: never listed again (under lock) */
 
 	struct swv_wq sq;
 	struct swv_wq rq;          /* unused (no slots) when srq != NULL */

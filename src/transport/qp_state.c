@@ -485,7 +485,8 @@ void swv_qp_dt_update(struct swv_qp *qp)
 	if (qp->ep != ep0 || !ep0->shm)
 		return;
 	bool on =
-	    qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && qp->pd && !qp->auth->on &&
+	    !qp->dt_closed && qp->type == IBV_QPT_RC && qp->xrc == SWV_XRC_NONE && qp->pd &&
+	    !qp->auth->on &&
 	    (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
 	    (qp->attr.qp_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) &&
 	    qp->mtu >= 256 && qp->mtu <= 4096;

@@ -5,7 +5,8 @@
  * of a TGT QP made on another), close EBUSY while used, XRC SRQ and QP creation rules
  * and errnos, the XRC state-transition masks, posting rules, the QP types swverbs-stat
  * shows, ibv_open_qp (errnos; handles in this context and another; traffic through a TGT
- * QP its creator destroyed). Traffic between processes is tests/mp/test_xrc.c, ibv_open_qp
+ * QP its creator destroyed; a counter attached through a handle counts the QP's
+ * receives). Traffic between processes is tests/mp/test_xrc.c, ibv_open_qp
  * of another process's TGT QP tests/mp/test_xrc_open.c.
  */
 #include <errno.h>
@@ -479,6 +480,91 @@ static void test_open_qp(struct ibv_context *ctx, struct ibv_pd *pd, const char 
 	CHECK_OK(close(fc));
 }
 
+static int attach_cntr(struct ibv_qp *qp, struct ibv_comp_cntr *c, uint32_t mask)
+{
+	struct ibv_qp_attach_comp_cntr_attr a = {.op_mask = mask};
+	return ibv_qp_attach_comp_cntr(qp, c, &a);
+}
+
+static uint64_t cntr_value(struct ibv_comp_cntr *c)
+{
+	uint64_t v;
+	CHECK_OK(ibv_read_comp_cntr(c, &v));
+	return v;
+}
+
+/* A counter attached through an ibv_open_qp handle is the TGT QP's: it counts the
+ * QP's receives, the QP's other handles and its creator see the kind as taken
+ * (EBUSY), its state decides (EINVAL once RTS), and once the QP is gone the counter
+ * is free to destroy. A counter of another context than the QP's is refused. */
+static void test_open_qp_cntr(struct ibv_context *ctx, struct ibv_pd *pd, const char *path)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0),
+		      *scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(cq && scq);
+	int fa = open(path, O_RDONLY);
+	CHECK(fa >= 0);
+	struct ibv_xrcd *x = xopen(ctx, FD_OFL, fa, O_CREAT);
+	CHECK_PTR(x);
+	struct ibv_mr *mr = swvt_reg_buf(pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_srq *s = xsrq(ctx, pd, x, cq, SRQ_ALL);
+	CHECK_PTR(s);
+	uint32_t srqn;
+	CHECK_OK(ibv_get_srq_num(s, &srqn));
+	struct ibv_qp *tgt = tgt_qp(ctx, x), *ini = ini_qp(ctx, pd, scq);
+	CHECK(tgt && ini);
+	uint32_t n = tgt->qp_num;
+	struct ibv_qp *h = xopen_qp(ctx, OPEN_ALL, x, n, IBV_QPT_XRC_RECV);
+	CHECK_PTR(h);
+
+	struct ibv_context *ctx2 = swvt_open_first_device();
+	CHECK_PTR(ctx2);
+	int fb = open(path, O_RDONLY);
+	CHECK(fb >= 0);
+	struct ibv_xrcd *x2 = xopen(ctx2, FD_OFL, fb, 0);
+	CHECK_PTR(x2);
+	struct ibv_qp *h2 = xopen_qp(ctx2, OPEN_ALL, x2, n, IBV_QPT_XRC_RECV);
+	CHECK_PTR(h2);
+	struct ibv_comp_cntr_init_attr ia = {.type = IBV_COMP_CNTR_TYPE_WRS};
+	struct ibv_comp_cntr *c = ibv_create_comp_cntr(ctx, &ia),
+			     *c2 = ibv_create_comp_cntr(ctx2, &ia);
+	CHECK(c && c2);
+
+	/* ctx2's counter on a QP of ctx, through ctx2's handle */
+	CHECK_EQ(attach_cntr(h2, c2, IBV_QP_ATTACH_COMP_CNTR_OP_RECV), EINVAL);
+	/* a handle has no send queue, nor has the QP */
+	CHECK_EQ(attach_cntr(h, c, IBV_QP_ATTACH_COMP_CNTR_OP_SEND), EOPNOTSUPP);
+	CHECK_OK(attach_cntr(h, c, IBV_QP_ATTACH_COMP_CNTR_OP_RECV));
+	/* the kind is the QP's now, whichever handle asks */
+	CHECK_EQ(attach_cntr(tgt, c, IBV_QP_ATTACH_COMP_CNTR_OP_RECV), EBUSY);
+	CHECK_EQ(attach_cntr(h, c, IBV_QP_ATTACH_COMP_CNTR_OP_RECV), EBUSY);
+
+	connect_xrc(ctx, ini, h);
+	CHECK_EQ(attach_cntr(h, c, IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE), EINVAL);
+	CHECK_EQ(cntr_value(c), 0);
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "counted through the handle");
+	CHECK_EQ(cntr_value(c), 1);
+	CHECK_OK(ibv_destroy_qp(tgt));
+	xrc_send(ini, scq, s, srqn, cq, mr, n, "the creator gone");
+	CHECK_EQ(cntr_value(c), 2);
+	CHECK_EQ(ibv_destroy_comp_cntr(c), EBUSY); /* the QP lives on for h and h2 */
+	CHECK_OK(ibv_destroy_qp(h));
+	CHECK_OK(ibv_destroy_qp(h2)); /* the last handle: the QP goes */
+	CHECK_OK(ibv_destroy_comp_cntr(c));
+	CHECK_OK(ibv_destroy_comp_cntr(c2));
+
+	CHECK_OK(ibv_destroy_qp(ini));
+	CHECK_OK(ibv_destroy_srq(s));
+	CHECK_OK(ibv_close_xrcd(x));
+	CHECK_OK(ibv_close_xrcd(x2));
+	CHECK_OK(ibv_close_device(ctx2));
+	swvt_dereg_buf(mr);
+	CHECK_OK(ibv_destroy_cq(cq));
+	CHECK_OK(ibv_destroy_cq(scq));
+	CHECK_OK(close(fa));
+	CHECK_OK(close(fb));
+}
+
 /* Openers in several processes at once: exactly one O_CREAT|O_EXCL makes the domain,
  * every other one finds it (EEXIST), as one kernel object would decide. */
 #define NRACE 6
@@ -565,6 +651,7 @@ int main(void)
 	test_ini_ops(ctx, pd, cq);
 	test_one_domain(ctx, pd, path);
 	test_open_qp(ctx, pd, path);
+	test_open_qp_cntr(ctx, pd, path);
 
 	CHECK_OK(ibv_destroy_cq(cq));
 	CHECK_OK(ibv_dealloc_pd(pd));
