@@ -6,13 +6,15 @@
  *  unpublished  a context swv_ctx_open returned, before ibv_open_device set its ops:
  *               importing its cmd_fd is EOPNOTSUPP (nothing to import yet), not an
  *               importer with NULL ops.
- *  racing       a thread importing the cmd_fd number the next ibv_open_device will
- *               hand out, while the main thread opens and closes devices: every
- *               import that succeeds has the full ops table.
+ *  racing       a thread imports a dup of a context's cmd_fd while the main thread
+ *               closes that context: the import either keeps the context alive
+ *               (full ops, its close tears it down) or is EOPNOTSUPP, never a
+ *               reference on a context being freed.
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -61,30 +63,32 @@ static void unpublished(void)
 	swv_ctx_close(ctx);
 }
 
-static _Atomic int target_fd = -1;
+/* The fd the main thread hands over (a dup it made of a context's cmd_fd), -1 for
+ * none; the importer sets it back to -1 when done with it. */
+static _Atomic int handed = -1;
 static atomic_bool stop;
-static _Atomic unsigned imported;
 
 static void *importer(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
-		int n = atomic_load(&target_fd);
-		/* A dup, as programs import (the importer owns what it is given). The
-		 * number may be closed or another file's by then: any failure is fine,
-		 * only a context with missing ops is not. */
-		int fd = n < 0 ? -1 : dup(n);
-		if (fd < 0)
-			continue;
-		struct ibv_context *imp = ibv_import_device(fd);
-		if (!imp) {
-			close(fd);
+		int fd = atomic_load(&handed);
+		if (fd < 0) {
+			sched_yield();
 			continue;
 		}
-		check_ops(imp);
-		atomic_fetch_add(&imported, 1);
-		/* The primary lives on for this importer if the main thread closed it. */
-		CHECK_EQ(ibv_close_device(imp), 0);
+		/* The main thread is closing the context meanwhile: either the import
+		 * comes first (and keeps the context alive) or it finds nothing. */
+		errno = 0;
+		struct ibv_context *imp = ibv_import_device(fd);
+		if (imp) {
+			check_ops(imp);
+			CHECK_EQ(ibv_close_device(imp), 0); /* closes fd */
+		} else {
+			CHECK_EQ(errno, EOPNOTSUPP);
+			close(fd);
+		}
+		atomic_store(&handed, -1);
 	}
 	return NULL;
 }
@@ -97,10 +101,12 @@ static void racing(void)
 	for (unsigned i = 0; i < 300; i++) {
 		struct ibv_context *c = ibv_open_device(dev);
 		CHECK(c != NULL);
-		/* Descriptors are numbered lowest first: the next open hands out this number
-		 * again once this context's is closed. */
-		atomic_store(&target_fd, c->cmd_fd);
+		int fd = dup(c->cmd_fd);
+		CHECK(fd >= 0);
+		atomic_store(&handed, fd);
 		CHECK_EQ(ibv_close_device(c), 0);
+		while (atomic_load(&handed) >= 0)
+			sched_yield();
 	}
 	atomic_store(&stop, true);
 	CHECK_EQ(pthread_join(t, NULL), 0);
