@@ -164,6 +164,8 @@ struct swv_qp *swv_qp_create(struct swv_pd *pd, struct ibv_qp_init_attr_ex *attr
 			     cap.max_recv_sge);
 	if (rc)
 		goto fail_free;
+	if (qp->rq.buf)
+		qp->rq.posted = &ctx->progress.rq_posted;
 
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);
@@ -286,10 +288,12 @@ int swv_qp_destroy_begin(struct swv_qp *qp, struct swv_qp **gone)
 	swv_ctx_qpn_free(ctx, qp, qp->qpn);
 	swv_comp_cntr_detach_qp(qp);
 	swv_mw_qp_gone(ctx, qp->qpn); /* its number may name another QP later */
-	/* Its send WQEs still queued are no longer outstanding (progress.h). */
+	/* Its send WQEs still queued are no longer outstanding, its receive WQEs no
+	 * longer posted (progress.h). */
 	pthread_mutex_lock(&qp->lock);
 	swv_progress_sq_add(&ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
 	qp->sq.head = qp->sq.tail;
+	swv_wq_retire(&qp->rq, swv_wq_used(&qp->rq));
 	pthread_mutex_unlock(&qp->lock);
 	/* Nothing raises events for it any more: withdraw the unread ones and wait for
 	 * the acknowledgement of those handed out (core/async.h, as rdma-core). Before

@@ -97,6 +97,10 @@ struct swv_wq {
 	uint32_t max_sge;
 	uint32_t head, tail;
 	bool buf_custom; /* buf came from the PD's allocator (core/pd.h) */
+	/* A receive ring's share of its context's posted-receive count (progress.h,
+	 * rq_posted): +1 per WQE posted, -n when n leave (swv_wq_retire); NULL for a send
+	 * queue. Changed under the ring's lock, like head and tail. */
+	_Atomic int64_t *posted;
 };
 
 static inline void *swv_wq_slot(const struct swv_wq *q, uint32_t idx)
@@ -112,6 +116,15 @@ static inline uint32_t swv_wq_used(const struct swv_wq *q)
  * caller holds the ring's lock). Returns 0, EINVAL (bad SGE count or list) or ENOMEM
  * (ring full). */
 int swv_wq_post_recv(struct swv_wq *q, const struct ibv_recv_wr *wr);
+/* n receive WQEs leave the ring from its head (consumed, flushed or dropped; the
+ * ring's lock held). Every receive ring's head moves only through here, so the
+ * context's posted-receive count stays exact. */
+static inline void swv_wq_retire(struct swv_wq *q, uint32_t n)
+{
+	q->head += n;
+	if (q->posted)
+		atomic_fetch_sub_explicit(q->posted, n, memory_order_relaxed);
+}
 
 struct swv_qp {
 	/* ibv_qp_ex, then the rest of rdma-core 65's verbs_qp layout (ibv_qp_ex is 360

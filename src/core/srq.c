@@ -71,6 +71,7 @@ struct swv_srq *swv_srq_create(struct swv_pd *pd, struct ibv_srq_attr *attr, voi
 	if (rc)
 		goto err_free;
 	srq->ctx = ctx;
+	srq->wq.posted = &ctx->progress.rq_posted;
 	srq->pd = pd;
 	srq->max_sge = attr->max_sge;
 	srq->srqn = swv_srq_num_alloc();
@@ -114,6 +115,7 @@ static int ring_resize(struct swv_srq *srq, uint32_t max_wr)
 	for (uint32_t i = 0; i < used; i++)
 		memcpy(swv_wq_slot(&n, i), swv_wq_slot(q, q->head + i), q->stride);
 	n.tail = used;
+	n.posted = q->posted; /* the same WQEs stay posted */
 	swv_pd_buf_free(srq->pd, q->buf, SWV_RES_TYPE_SRQ, q->buf_custom);
 	*q = n;
 	return 0;
@@ -192,6 +194,7 @@ int swv_srq_destroy(struct swv_srq *srq)
 	pthread_mutex_destroy(&ib->mutex);
 	pthread_mutex_destroy(&srq->lock);
 	/* WQEs still posted are released without completions */
+	swv_wq_retire(&srq->wq, swv_wq_used(&srq->wq));
 	swv_pd_buf_free(srq->pd, srq->wq.buf, SWV_RES_TYPE_SRQ, srq->wq.buf_custom);
 	free(srq);
 	return 0;
@@ -242,7 +245,7 @@ bool swv_srq_take_locked(struct swv_srq *srq, struct swv_recv_wqe *out)
 	const struct swv_recv_wqe *w = swv_wq_slot(q, q->head);
 	/* post_srq_recv bounded num_sge by max_sge; out has room for max_sge SGEs */
 	memcpy(out, w, swv_srq_wqe_size(SWV_MIN(w->num_sge, srq->max_sge)));
-	q->head++;
+	swv_wq_retire(q, 1);
 	if (srq->limit && swv_wq_used(q) < srq->limit) {
 		/* One-shot: the application re-arms with ibv_modify_srq(IBV_SRQ_LIMIT). */
 		srq->limit = 0;

@@ -21,5 +21,7 @@ int swv_wq_post_recv(struct swv_wq *q, const struct ibv_recv_wr *wr)
 	/* Larger than any message can be: saturate (2^31 is the message limit). */
 	w->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
 	q->tail++;
+	if (q->posted)
+		atomic_fetch_add_explicit(q->posted, 1, memory_order_relaxed);
 	return 0;
 }

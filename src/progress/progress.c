@@ -358,10 +358,11 @@ static void *progress_main(void *arg)
 /* One receive pass over every receive endpoint, work_lock held (released here). An
  * endpoint that takes all its traffic through its inbox gets a receive system call only
  * when needed (all_sockets: always). */
-static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_held)
+static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_held,
+		       int *from_sockets)
 {
 	struct swv_endpoint *const *eps = pr->eps;
-	int done = 0;
+	int done = 0, socks = 0;
 
 	work_begin(pr);
 	unsigned n = eps_count(pr);
@@ -386,7 +387,7 @@ static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_h
 		uint64_t tx = atomic_load_explicit(&eps[i]->udp_tx, memory_order_relaxed);
 		if (all_sockets || !eps[i]->shm || tx != st->udp_seen[i] || periodic) {
 			st->udp_seen[i] = tx;
-			done += rx_endpoint(pr, eps[i], st, &pr->rx_calls_app, rounds);
+			socks += rx_endpoint(pr, eps[i], st, &pr->rx_calls_app, rounds);
 		}
 	}
 	/* Then what the fault injector holds (answers of this pass included) leaves now,
@@ -394,15 +395,19 @@ static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_h
 	for (unsigned i = 0; release_held && i < n; i++)
 		(void)swv_ep_flush_delayed(eps[i], UINT64_MAX);
 	stat_inc(&pr->app_passes);
+	done += socks;
 	if (done > 0)
 		rx_hot(pr, swv_now_ns());
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
 	pr->ops->after(pr->owner); /* as the thread does after an iteration */
+	if (from_sockets)
+		*from_sockets = socks;
 	return done;
 }
 
-int swv_progress_assist(struct swv_progress *pr)
+/* swv_progress_assist; *from_sockets: how many of the packets came from sockets. */
+static int assist_pass(struct swv_progress *pr, int *from_sockets)
 {
 	if (!pr->started)
 		return 0;
@@ -410,7 +415,12 @@ int swv_progress_assist(struct swv_progress *pr)
 	if (atomic_load_explicit(&pr->thread_waiting, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&pr->work_lock))
 		return -1; /* someone is receiving already */
-	return pass_locked(pr, false, false);
+	return pass_locked(pr, false, false, from_sockets);
+}
+
+int swv_progress_assist(struct swv_progress *pr)
+{
+	return assist_pass(pr, NULL);
 }
 
 int swv_progress_settle(struct swv_progress *pr, bool release_held)
@@ -420,7 +430,15 @@ int swv_progress_settle(struct swv_progress *pr, bool release_held)
 	/* Waits for a pass under way: it may have looked at a port before the packet
 	 * that matters arrived there. Ours starts after the call, so it sees it. */
 	pthread_mutex_lock(&pr->work_lock);
-	return pass_locked(pr, true, release_held);
+	return pass_locked(pr, true, release_held, NULL);
+}
+
+/* Something the application posted can still complete: a send WQE outstanding or a
+ * receive posted. */
+static bool awaits_completion(struct swv_progress *pr)
+{
+	return atomic_load_explicit(&pr->sq_outstanding, memory_order_relaxed) > 0 ||
+	       atomic_load_explicit(&pr->rq_posted, memory_order_relaxed) > 0;
 }
 
 /* Progress is wanted: send WQEs outstanding, or packets received recently. */
@@ -449,9 +467,23 @@ int swv_progress_drive(struct swv_progress *pr)
 			swv_progress_release(pr);
 		return 0;
 	}
-	int done = swv_progress_assist(pr);
+	int socks = 0;
+	int done = assist_pass(pr, &socks);
 	if (done < 0)
 		return done;
+	/* The pass took packets from a socket and now nothing the application posted can
+	 * complete (it retired the last send WQE; no receive is posted): what still comes
+	 * from that peer -- a WRITE, which makes no completion here -- only the thread
+	 * will receive, because the caller need not call the library again. ib_write_lat
+	 * polls its send CQ until its WRITE is acknowledged, then spins on memory for the
+	 * peer's WRITE: a held lease delayed that WRITE by the lease's length. Not for
+	 * traffic from the intra-host inbox: there the peer may place a WRITE itself, and an
+	 * unmuted thread asks every peer for a doorbell per message (docs/design.md, "The
+	 * thread steps aside"). */
+	if (socks > 0 && !awaits_completion(pr)) {
+		swv_progress_release(pr);
+		return done;
+	}
 	/* Passes in a tight loop hold the lease; occasional ones do not, so an
 	 * application that polls now and then never delays the thread's receiving. */
 	uint64_t now = swv_now_ns();
@@ -538,6 +570,7 @@ int swv_progress_start(struct swv_progress *pr, const struct swv_progress_ops *o
 	atomic_init(&pr->seq, 0);
 	atomic_init(&pr->sync_waiters, 0);
 	atomic_init(&pr->sq_outstanding, 0);
+	atomic_init(&pr->rq_posted, 0);
 	atomic_init(&pr->rx_hot_until, 0);
 	atomic_init(&pr->drive_until, 0);
 	atomic_init(&pr->last_drive_ns, 0);

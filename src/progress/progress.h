@@ -137,6 +137,11 @@ struct swv_progress {
 	 * context (+1 per WQE queued by post_send, -1 when swv_req_complete_head retires
 	 * one, -(tail - head) when RESET or destroy drops a queue); changed under the
 	 * QP's lock, read lock-free. While > 0, ACKs or responses are on their way.
+	 * rq_posted: receive WQEs posted and not yet consumed, over every RQ and SRQ of
+	 * the context (kept by the rings themselves, core/qp.h swv_wq_retire; changed
+	 * under each ring's lock, read lock-free). While both are 0 nothing the caller
+	 * posted can complete, and a driver whose pass took packets from a socket hands
+	 * receiving back (swv_progress_drive).
 	 * rx_hot_until: ns until which packets are "expected soon": set to now +
 	 * SWV_PROGRESS_HOT_NS by every receive pass that got packets (thread or
 	 * application, under work_lock); a driver that finds it expired CASes it to 0 so
@@ -152,6 +157,7 @@ struct swv_progress {
 	 * changes it). muted: the sockets are out of the thread's epoll set. Written only
 	 * by the thread. */
 	_Alignas(64) _Atomic int64_t sq_outstanding;
+	_Atomic int64_t rq_posted;
 	_Atomic uint64_t rx_hot_until;
 	_Atomic uint64_t drive_until;
 	_Atomic uint64_t last_drive_ns;
@@ -218,7 +224,10 @@ int swv_progress_settle(struct swv_progress *pr, bool release_held);
  * spin of swv_comp_cntr_wait). Runs a receive pass only when progress is wanted --
  * send WQEs outstanding on the context, or packets received within the last
  * SWV_PROGRESS_HOT_NS -- so an idle poll makes no system call; a tight loop of
- * passes takes the lease that lets the progress thread sleep meanwhile. Returns as
+ * passes takes the lease that lets the progress thread sleep meanwhile, and a pass
+ * that took packets from a socket, after which the context has neither send WQEs
+ * outstanding nor receives posted, gives it back at once (what still arrives then is
+ * for the thread). Returns as
  * swv_progress_assist (0 when no pass was wanted); on -1 the caller should yield the
  * CPU, because the holder may be waiting for the very core the caller spins on.
  * Never call it while holding a QP or CQ lock. */

@@ -362,7 +362,7 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		swv_progress_sq_add(&qp->ctx->progress, -(int64_t)swv_wq_used(&qp->sq));
 		qp->sq.head = qp->sq.tail;
 		qp->tm_sq_held = 0;
-		qp->rq.head = qp->rq.tail;
+		swv_wq_retire(&qp->rq, swv_wq_used(&qp->rq));
 		swv_trig_qp_drop(qp);
 		qp->state = IBV_QPS_RESET;
 		swv_req_reset(qp);
@@ -467,7 +467,7 @@ static void flush_rq(struct swv_qp *qp)
 			       .opcode = IBV_WC_RECV,
 			       .qp_num = qp->qpn},
 		};
-		qp->rq.head++;
+		swv_wq_retire(&qp->rq, 1);
 		if (swv_complete(qp, &c) && !overflow) {
 			overflow = true;
 			swv_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);

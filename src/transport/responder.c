@@ -282,7 +282,7 @@ static int rwqe_finish(struct swv_qp *qp, struct swv_completion *c)
 	if (qp->srq)
 		qp->srq_rwqe_valid = false; /* the copy is free for the next take */
 	else
-		qp->rq.head++;
+		swv_wq_retire(&qp->rq, 1);
 	rwqe_hold(qp->resp, NULL);
 	return swv_complete(qp, c) == ENOSPC ? ENOSPC : 0;
 }
