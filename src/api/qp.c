@@ -15,6 +15,7 @@
 #include "core/qp.h"
 #include "transport/qp_ex.h"
 #include "transport/qp_transport.h"
+#include "transport/receive.h"
 #include "progress/progress.h"
 #include "util/compiler.h"
 
@@ -36,6 +37,9 @@ static int destroy_qp(struct swv_qp *qp)
 	int rc = swv_qp_destroy_begin(qp, &gone);
 	if (rc || !gone)
 		return rc;
+	/* An ACK left for later acknowledges what was received: it leaves before the
+	 * QP goes, as a device's would have left long before (transport/receive.h). */
+	swv_qp_ack_now(gone);
 	swv_qp_transport_fini(gone);
 	swv_qp_free(gone);
 	return 0;

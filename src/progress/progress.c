@@ -292,6 +292,7 @@ static void *progress_main(void *arg)
 			atomic_store_explicit(&pr->thread_waiting, false, memory_order_relaxed);
 		}
 		work_begin(pr);
+		pr->ops->begin(pr->owner);
 
 		uint64_t taken = atomic_exchange(&pr->pending, UINT64_MAX);
 		uint64_t now = swv_now_ns();
@@ -365,6 +366,7 @@ static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_h
 	int done = 0, socks = 0;
 
 	work_begin(pr);
+	pr->ops->begin(pr->owner);
 	unsigned n = eps_count(pr);
 	struct swv_progress_rx *st = pr->rx;
 	bool periodic = (st->app_pass++ & 15) == 0;

@@ -58,6 +58,11 @@ struct swv_progress_ops {
 	 * intra-host link, link/shm.h). */
 	unsigned (*rx)(void *owner, struct swv_endpoint *ep, struct swv_rx_pkt *pkts, unsigned n,
 		       bool ring);
+	/* At the start of every application pass and every iteration of the thread,
+	 * work_lock held, before anything is received: the owner sends what an earlier
+	 * pass left for later (the context's: ACKs kept behind a receive completion,
+	 * transport/receive.c). */
+	void (*begin)(void *owner);
 	/* Run what is due at now (the thread, work_lock held); returns the earliest
 	 * deadline still pending, UINT64_MAX for none. */
 	uint64_t (*timers)(void *owner, uint64_t now);

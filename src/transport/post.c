@@ -19,6 +19,7 @@
 #include "link/endpoint.h"
 #include "transport/packet.h"
 #include "transport/requester.h"
+#include "transport/responder.h"
 #include "transport/wr_opcode.h"
 
 #define KNOWN_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
@@ -302,6 +303,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	if (posted && (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)) {
 		swv_ep_batch_begin(); /* a list of small WRs leaves in one system call */
 		swv_req_post(qp);
+		/* An ACK the last receive left pending goes behind the request: the peer
+		 * waits for the answer first (transport/receive.c, swv_qp_rx_batch). */
+		swv_resp_flush_ack(qp);
 		swv_ep_batch_end();
 	}
 out:

@@ -356,6 +356,9 @@ int swv_qp_modify(struct swv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	if (next == cur && next != IBV_QPS_SQD)
 		goto out;
 
+	/* Likewise before RESET (ERR: swv_qp_to_error). */
+	if (next == IBV_QPS_RESET && swv_qp_takes_requests(cur))
+		swv_resp_flush_ack(qp);
 	switch (next) {
 	case IBV_QPS_RESET:
 		/* Work requests are discarded without completions, as on real devices. */
@@ -511,6 +514,11 @@ void swv_qp_to_error(struct swv_qp *qp)
 {
 	bool overflow = false;
 	bool entering = qp->state != IBV_QPS_ERR;
+	/* An ACK left for later (transport/receive.c) acknowledges what was received and
+	 * completed: it leaves before the QP stops answering, as a device's had. */
+	if (entering && swv_qp_takes_requests(qp->state))
+		swv_resp_flush_ack(qp);
+	qp->resp->ack_pending = false;
 	qp->state = IBV_QPS_ERR;
 	qp->qpx.qp_base.state = IBV_QPS_ERR;
 	swv_qp_dt_update(qp);

@@ -29,12 +29,25 @@
 #include "transport/responder.h"
 #include "util/compiler.h"
 
-#define RX_GROUP 64 /* packets for one QP handed over under one lock hold */
+#define RX_GROUP      64 /* packets for one QP handed over under one lock hold */
+#define ACK_LATER_MAX 16 /* QPs whose ACK an application pass may leave for later */
 
 struct swv_receive {
 	struct swv_context *ctx;
+	/* ACKs left for later (docs/design.md, "The ACK behind the answer"): an
+	 * application's pass that completed a receive from a socket does not send the ACK
+	 * before returning; the QP's next request takes it out behind itself (post.c),
+	 * else the next pass or iteration (receive_begin) does. Named by endpoint and QPN
+	 * and looked up again then, so a QP destroyed meanwhile is simply not found. */
+	bool ack_later_ok; /* this batch is an application's pass under the lease */
+	unsigned nlater;
+	struct {
+		struct swv_endpoint *ep;
+		uint32_t qpn;
+	} later[ACK_LATER_MAX];
 	/* consecutive packets for the same QP, parsed, not yet handed over */
 	struct swv_qp *gqp;
+	struct swv_endpoint *gep;
 	unsigned gn;
 	struct swv_pkt gpk[RX_GROUP];
 	const struct swv_pkt *gp[RX_GROUP];
@@ -53,8 +66,19 @@ static inline void stat_inc(_Atomic uint64_t *c)
 
 static void group_flush(struct swv_receive *r)
 {
-	if (r->gn)
-		swv_qp_rx_batch(r->gqp, r->gp, r->gs, r->gn);
+	if (r->gn) {
+		bool later = r->ack_later_ok && r->nlater < ACK_LATER_MAX;
+		if (swv_qp_rx_batch(r->gqp, r->gp, r->gs, r->gn, later)) {
+			r->later[r->nlater].ep = r->gep;
+			r->later[r->nlater].qpn = r->gqp->qpn;
+			r->nlater++;
+			/* If the application calls no more, the thread sends it when the
+			 * lease ends: it wakes then anyway, so this costs no system call. */
+			struct swv_progress *pr = &r->ctx->progress;
+			swv_progress_kick(
+			    pr, atomic_load_explicit(&pr->drive_until, memory_order_relaxed));
+		}
+	}
 	r->gn = 0;
 	r->gqp = NULL;
 }
@@ -103,6 +127,7 @@ static bool rx_dispatch(struct swv_receive *r, struct swv_endpoint *ep, struct s
 	if (qp != r->gqp || r->gn == RX_GROUP)
 		group_flush(r);
 	r->gqp = qp;
+	r->gep = ep;
 	r->gpk[r->gn] = pkt;
 	r->gp[r->gn] = &r->gpk[r->gn];
 	r->gs[r->gn] = &rp->src;
@@ -114,12 +139,31 @@ static unsigned receive_rx(void *owner, struct swv_endpoint *ep, struct swv_rx_p
 			   unsigned n, bool ring)
 {
 	struct swv_receive *r = owner;
+	struct swv_progress *pr = &r->ctx->progress;
 	unsigned got = 0;
 
+	/* Only for a socket's packets: there the ACK is a system call on the way to the
+	 * application's answer; on the intra-host ring it costs less than keeping it
+	 * (measured, docs/performance.md "The ACK behind the answer"). */
+	r->ack_later_ok = !ring && atomic_load_explicit(&pr->drive_until, memory_order_relaxed) &&
+			  !swv_progress_is_self(pr);
 	for (unsigned i = 0; i < n; i++)
 		got += rx_dispatch(r, ep, &pkts[i], ring);
 	group_flush(r);
 	return got;
+}
+
+/* The ACKs the last passes left for later, before anything new is received. */
+static void receive_begin(void *owner)
+{
+	struct swv_receive *r = owner;
+
+	for (unsigned i = 0; i < r->nlater; i++) {
+		struct swv_qp *qp = swv_ctx_qp_lookup(r->ctx, r->later[i].ep, r->later[i].qpn);
+		if (qp)
+			swv_qp_ack_now(qp);
+	}
+	r->nlater = 0;
 }
 
 /* Run due QP timers; returns the earliest future deadline (UINT64_MAX if none). */
@@ -209,6 +253,7 @@ const struct swv_progress_ops swv_receive_ops = {
     .open = receive_open,
     .close = receive_close,
     .rx = receive_rx,
+    .begin = receive_begin,
     .timers = receive_timers,
     .after = receive_after,
     .watch = receive_watch,
@@ -317,8 +362,8 @@ drop:
 	atomic_fetch_add_explicit(&qp->rx_dropped, 1, memory_order_relaxed);
 }
 
-void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
-		     const struct sockaddr_in *const *srcs, unsigned n)
+bool swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
+		     const struct sockaddr_in *const *srcs, unsigned n, bool ack_later)
 {
 	pthread_mutex_lock(&qp->lock);
 	/* One lock hold for the batch; the responder sends one ACK for the batch's
@@ -331,11 +376,31 @@ void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 	if (qp->resp->tx_retry_at && swv_qp_takes_requests(qp->state))
 		swv_resp_tx_resume(qp);
 	qp->resp->ack_defer = true;
+	qp->resp->recv_done = false;
 	for (unsigned i = 0; i < n; i++)
 		qp_rx_locked(qp, pkts[i], srcs[i]);
 	qp->resp->ack_defer = false;
-	swv_resp_flush_ack(qp);
+	/* A receive completed: the application is about to learn of it and may answer
+	 * at once. Its answer, not this ACK, is what the peer waits for most, so the
+	 * ACK may wait until the answer has left (ack_later; receive_begin). */
+	bool later = ack_later && qp->resp->ack_pending && qp->resp->recv_done;
+	if (!later)
+		swv_resp_flush_ack(qp);
 	swv_ep_batch_end();
+	pthread_mutex_unlock(&qp->lock);
+	return later;
+}
+
+void swv_qp_ack_now(struct swv_qp *qp)
+{
+	if (!qp->resp)
+		return; /* never had transport state */
+	pthread_mutex_lock(&qp->lock);
+	if (qp->resp->ack_pending && swv_qp_takes_requests(qp->state)) {
+		swv_ep_batch_begin();
+		swv_resp_flush_ack(qp);
+		swv_ep_batch_end();
+	}
 	pthread_mutex_unlock(&qp->lock);
 }
 
@@ -351,7 +416,7 @@ void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct 
 
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src)
 {
-	swv_qp_rx_batch(qp, &pkt, &src, 1);
+	(void)swv_qp_rx_batch(qp, &pkt, &src, 1, false);
 }
 
 /* A multicast datagram: a copy to every QP attached to the group (core/mcast.h). */

@@ -9,6 +9,7 @@
  *    nothing there: rx_no_qp). Consecutive packets for one QP go to swv_qp_rx_batch
  *    together (one lock hold, one coalesced ACK), where the responder or the
  *    completer takes them.
+ *  - begin: the ACKs an application's pass left for later (swv_qp_ack_now).
  *  - timers: the QPs of ctx->qp_list whose timer_deadline has come run swv_qp_timer.
  *  - after: swv_trig_run (triggered operations are issued outside every lock).
  *  - watch: the netdev watch (swv_netdev_process); a change of the port's state is an
@@ -38,9 +39,14 @@ extern const struct swv_progress_ops swv_receive_ops;
 
 void swv_qp_rx(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src);
 /* n packets for qp in arrival order (pkts[i] from srcs[i]) under one lock hold, with
- * the responder's ACKs coalesced over the batch. */
-void swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
-		     const struct sockaddr_in *const *srcs, unsigned n);
+ * the responder's ACKs coalesced over the batch. ack_later: the coalesced ACK may stay
+ * pending when the batch completed a receive; true when it did (the caller then sees
+ * that swv_qp_ack_now runs by its next pass). */
+bool swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
+		     const struct sockaddr_in *const *srcs, unsigned n, bool ack_later);
+/* Send the ACK a batch left pending, if the QP still answers requests (also before a
+ * QP is destroyed; qp->lock not held). */
+void swv_qp_ack_now(struct swv_qp *qp);
 /* A datagram of a multicast group qp is attached to, with the group's MGID. */
 void swv_qp_rx_mcast(struct swv_qp *qp, const struct swv_pkt *pkt, const struct sockaddr_in *src,
 		     const uint8_t mgid[16]);

@@ -284,6 +284,7 @@ static int rwqe_finish(struct swv_qp *qp, struct swv_completion *c)
 	else
 		swv_wq_retire(&qp->rq, 1);
 	rwqe_hold(qp->resp, NULL);
+	qp->resp->recv_done = true;
 	return swv_complete(qp, c) == ENOSPC ? ENOSPC : 0;
 }
 

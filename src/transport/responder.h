@@ -112,6 +112,9 @@ struct swv_resp_state {
 	bool ack_defer;
 	bool ack_pending;
 	uint32_t ack_psn;
+	/* A receive WQE completed during the batch being handed over: its ACK may then
+	 * stay pending after the batch (transport/receive.c, swv_qp_rx_batch). */
+	bool recv_done;
 	uint64_t acks_coalesced; /* ACKs saved by coalescing (statistics) */
 	/* Held responses (RC, docs/responder.md "Held responses"): the link refused a READ or
 	 * atomic response (a full ring or socket buffer, EAGAIN). Those from tx_psn on are

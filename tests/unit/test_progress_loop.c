@@ -26,7 +26,8 @@ struct owner {
 	_Atomic bool rx_bad;	       /* a batch arrived that was not as sent */
 	_Atomic uint64_t deadline;     /* the owner's timer: 0 = none */
 	_Atomic uint64_t timer_ran_at; /* the 'now' the timer ran at */
-	_Atomic uint64_t after_calls, watch_calls;
+	_Atomic uint64_t after_calls, watch_calls, begin_calls;
+	_Atomic uint32_t begun_seq; /* pr->seq when ops->begin last ran (work_lock held) */
 	struct swv_progress *pr;
 };
 
@@ -50,6 +51,9 @@ static unsigned o_rx(void *owner, struct swv_endpoint *ep, struct swv_rx_pkt *pk
 	for (unsigned i = 0; i < n; i++)
 		if (ring || pkts[i].len != 8 || memcmp(pkts[i].buf, "datagram", 8))
 			atomic_store(&o->rx_bad, true);
+	/* every pass begins with ops->begin: in the same work section ('seq' unchanged) */
+	if (atomic_load(&o->begun_seq) != atomic_load(&o->pr->seq))
+		atomic_store(&o->rx_bad, true);
 	if (swv_progress_is_self(o->pr))
 		atomic_store(&o->rx_from_thread, true);
 	atomic_fetch_add(&o->rx_calls, 1);
@@ -70,6 +74,13 @@ static uint64_t o_timers(void *owner, uint64_t now)
 	return UINT64_MAX;
 }
 
+static void o_begin(void *owner)
+{
+	struct owner *o = owner;
+	atomic_store(&o->begun_seq, atomic_load(&o->pr->seq));
+	atomic_fetch_add(&o->begin_calls, 1);
+}
+
 static void o_after(void *owner)
 {
 	atomic_fetch_add(&((struct owner *)owner)->after_calls, 1);
@@ -88,6 +99,7 @@ static const struct swv_progress_ops ops = {
     .open = o_open,
     .close = o_close,
     .rx = o_rx,
+    .begin = o_begin,
     .timers = o_timers,
     .after = o_after,
     .watch = o_watch,
@@ -109,6 +121,7 @@ static const struct swv_progress_ops failing_ops = {
     .open = fail_open,
     .close = never_close,
     .rx = o_rx,
+    .begin = o_begin,
     .timers = o_timers,
     .after = o_after,
     .watch = o_watch,
@@ -167,6 +180,7 @@ int main(void)
 	(void)swv_progress_settle(&pr, false);
 	CHECK_EQ(atomic_load(&o.rx_pkts), pk + 2);
 	CHECK(atomic_load(&o.after_calls) > after);
+	CHECK(atomic_load(&o.begin_calls) >= atomic_load(&o.after_calls));
 	CHECK(!atomic_load(&o.rx_bad));
 
 	/* The owner's deadline runs once due, though the kick only woke the loop now: the
