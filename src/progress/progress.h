@@ -60,7 +60,7 @@ struct swv_progress_ops {
 		       bool ring);
 	/* At the start of every application pass and every iteration of the thread,
 	 * work_lock held, before anything is received: the owner sends what an earlier
-	 * pass left for later (the context's: ACKs kept behind a receive completion,
+	 * pass left for later (the context's: ACKs kept after a receive completion,
 	 * transport/receive.c). */
 	void (*begin)(void *owner);
 	/* Run what is due at now (the thread, work_lock held); returns the earliest

@@ -303,8 +303,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	if (posted && (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)) {
 		swv_ep_batch_begin(); /* a list of small WRs leaves in one system call */
 		swv_req_post(qp);
-		/* An ACK the last receive left pending goes behind the request: the peer
-		 * waits for the answer first (transport/receive.c, swv_qp_rx_batch). */
+		/* An ACK the last receive left pending (transport/receive.c,
+		 * swv_qp_rx_batch) went out in front of the request, in the same batch
+		 * (swv_txrun_send); if the request could not leave yet, it goes now. */
 		swv_resp_flush_ack(qp);
 		swv_ep_batch_end();
 	}

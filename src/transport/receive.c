@@ -34,10 +34,10 @@
 
 struct swv_receive {
 	struct swv_context *ctx;
-	/* ACKs left for later (docs/design.md, "The ACK behind the answer"): an
+	/* ACKs left for later (docs/design.md, "The ACK with the answer"): an
 	 * application's pass that completed a receive from a socket does not send the ACK
-	 * before returning; the QP's next request takes it out behind itself (post.c),
-	 * else the next pass or iteration (receive_begin) does. Named by endpoint and QPN
+	 * before returning; the QP's next packet takes it out in front of itself
+	 * (swv_txrun_send), else the next pass or iteration (receive_begin) does. Named by endpoint and QPN
 	 * and looked up again then, so a QP destroyed meanwhile is simply not found. */
 	bool ack_later_ok; /* this batch is an application's pass under the lease */
 	unsigned nlater;
@@ -144,7 +144,7 @@ static unsigned receive_rx(void *owner, struct swv_endpoint *ep, struct swv_rx_p
 
 	/* Only for a socket's packets: there the ACK is a system call on the way to the
 	 * application's answer; on the intra-host ring it costs less than keeping it
-	 * (measured, docs/performance.md "The ACK behind the answer"). */
+	 * (measured, docs/performance.md "the ACK behind the answer"). */
 	r->ack_later_ok = !ring && atomic_load_explicit(&pr->drive_until, memory_order_relaxed) &&
 			  !swv_progress_is_self(pr);
 	for (unsigned i = 0; i < n; i++)
@@ -342,12 +342,11 @@ static void qp_rx_locked(struct swv_qp *qp, const struct swv_pkt *pkt, const str
 		swv_resp_rx_from(qp, pkt, src);
 		if (qp->tm_kick) { /* a rendezvous READ to send (transport/tm.h) */
 			qp->tm_kick = false;
-			/* The rendezvous SEND's ACK first: the READ may be read directly and
-			 * complete in this call, sending the FIN, which must not reach the
-			 * sender before the ACK of the SEND it answers (its SEND completion
-			 * comes first on hardware, and pyverbs' test_tm_rndv polls in that
-			 * order). */
-			swv_resp_flush_ack(qp);
+			/* The READ may be read directly and complete in this call, sending
+			 * the FIN, which must not reach the sender before the ACK of the SEND
+			 * it answers (its SEND completion comes first on hardware, and
+			 * pyverbs' test_tm_rndv polls in that order): the transmit path sends
+			 * the pending ACK in front of the READ request (swv_txrun_send). */
 			swv_req_run(qp);
 		}
 	} else if (response) {
@@ -381,8 +380,8 @@ bool swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 		qp_rx_locked(qp, pkts[i], srcs[i]);
 	qp->resp->ack_defer = false;
 	/* A receive completed: the application is about to learn of it and may answer
-	 * at once. Its answer, not this ACK, is what the peer waits for most, so the
-	 * ACK may wait until the answer has left (ack_later; receive_begin). */
+	 * at once. The ACK may then wait to leave with that answer, in front of it and in
+	 * the same system call (ack_later; swv_txrun_send; receive_begin). */
 	bool later = ack_later && qp->resp->ack_pending && qp->resp->recv_done;
 	if (!later)
 		swv_resp_flush_ack(qp);

@@ -10,6 +10,7 @@
 #include "link/endpoint.h"
 #include "transport/auth.h"
 #include "transport/qp_transport.h"
+#include "transport/responder.h"
 #include "util/compiler.h"
 #include "util/log.h"
 
@@ -131,6 +132,11 @@ int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
 	*nsent = 0;
 	if (r->n == 0)
 		return 0;
+	/* A deferred ACK leaves before any later packet of its QP: the wire keeps the
+	 * order things were decided in, so a peer sees its SEND acknowledged before the
+	 * answer it provoked (transport/receive.c, swv_qp_rx_batch). */
+	if (r->qp->resp && r->qp->resp->ack_pending)
+		swv_resp_flush_ack(r->qp);
 	int rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, nsent);
 	if (swv_likely(!rc))
 		return 0;

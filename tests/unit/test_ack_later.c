@@ -1,7 +1,8 @@
 /*
- * The ACK behind the answer (docs/design.md): an application's pass that completes a
+ * The ACK with the answer (docs/design.md): an application's pass that completes a
  * receive from a socket leaves the RC ACK pending; the QP's next request takes it out
- * behind itself, else the next pass does, else the progress thread when the lease ends.
+ * in front of itself, in the same batch, else the next pass does, else the progress
+ * thread when the lease ends.
  *
  * One context over UDP (SWVERBS_SHM=0: only a socket's packets are answered later),
  * QPs a <-> b, the progress thread kept from receiving (swv_progress_test_norx), so
@@ -9,8 +10,10 @@
  * exchange (whether a loop's passes come close enough together to take it depends on
  * the machine).
  *  - answer: b's RECV is polled with its ACK still pending; b's own SEND then takes
- *    it out (pending no more right after ibv_post_send), and a sees both: its RECV
- *    and its SEND completion; b's SEND completes by a's ACK, which a's next pass sent.
+ *    it out (pending no more right after ibv_post_send), and a sees both: its SEND
+ *    completion first (the ACK left in front of the answer, as a device's does: a
+ *    program polling one CQ learns its SEND is done before the reply to it has come),
+ *    then its RECV; b's SEND completes by a's ACK, which a's next pass sent.
  *  - bound: the application stops calling the library after its RECV; the ACK still
  *    leaves, with no call from the test (the thread sends it when the lease ends, or
  *    earlier when a's timer wakes it: a's tail-loss probe, 250 us, comes before the
@@ -118,16 +121,19 @@ static void wait_wc(struct ibv_qp *qp, enum ibv_wc_opcode op, unsigned *others)
 }
 
 /* Poll until each wanted completion came once (successful, in any order), nothing
- * else. */
+ * else; each one's 'seen' says when (1 for the first polled). */
 struct want {
 	struct ibv_qp *qp;
 	enum ibv_wc_opcode op;
+	unsigned seen;
 };
 
 static void wait_all(struct want *w, unsigned n)
 {
 	struct ibv_wc wc;
 	uint64_t start = swv_now_ns();
+	for (unsigned k = 0; k < n; k++)
+		w[k].seen = 0;
 	for (unsigned left = n; left;) {
 		int got = ibv_poll_cq(cq, 1, &wc);
 		CHECK(got >= 0);
@@ -136,11 +142,10 @@ static void wait_all(struct want *w, unsigned n)
 			continue;
 		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 		unsigned i = 0;
-		while (i < n && (!w[i].qp || w[i].qp->qp_num != wc.qp_num || w[i].op != wc.opcode))
+		while (i < n && (w[i].seen || w[i].qp->qp_num != wc.qp_num || w[i].op != wc.opcode))
 			i++;
 		CHECK(i < n); /* wanted, and not seen before */
-		w[i].qp = NULL;
-		left--;
+		w[i].seen = n - --left;
 	}
 }
 
@@ -160,11 +165,13 @@ static void test_answer(struct ibv_qp *a, struct ibv_qp *b)
 	wait_wc(b, IBV_WC_RECV, &others);
 	CHECK(left_for_later(b, e0)); /* b's application learnt of the RECV first */
 	post_send(b);
-	CHECK(!ack_pending(b)); /* it left behind b's SEND */
+	CHECK(!ack_pending(b)); /* it left with b's SEND */
 	/* a's RECV, a's SEND (b's ACK) and b's SEND (a's ACK, which a left pending for
-	 * its next pass), in whatever order the passes and the thread make them */
-	struct want w[] = {{a, IBV_WC_RECV}, {a, IBV_WC_SEND}, {b, IBV_WC_SEND}};
+	 * its next pass); b's ACK went in front of b's SEND, so a's SEND completes
+	 * before a's RECV, and before b's SEND, which a acknowledges after both */
+	struct want w[] = {{a, IBV_WC_RECV, 0}, {a, IBV_WC_SEND, 0}, {b, IBV_WC_SEND, 0}};
 	wait_all(w, 3);
+	CHECK_EQ(w[1].seen, 1u);
 	CHECK_EQ(others, 0u);
 	swv_progress_release(pr());
 }

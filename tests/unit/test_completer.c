@@ -128,6 +128,13 @@ int swv_mw_invalidate(struct swv_context *ctx, struct swv_pd *pd, uint32_t qpn, 
 {
 	return EINVAL;
 }
+/* The responder is idle (its state zeroed): the transmit path never finds an ACK of
+ * its own pending in front of a request. */
+void swv_resp_flush_ack(struct swv_qp *qp)
+{
+	(void)qp;
+	CHECK(!"an ACK pending on a requester-only QP");
+}
 bool swv_ep_gso_usable(const struct swv_endpoint *ep)
 {
 	(void)ep;

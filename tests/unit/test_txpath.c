@@ -5,7 +5,8 @@
  * framed whole (header, payload gathered where it is, pad, CRC, or the MAC of its
  * destination in authenticated mode, per packet for UD); destination QPN 0 reaches
  * no endpoint; EAGAIN/EWOULDBLOCK/ENOBUFS come back as EAGAIN (retry later), any other
- * error as a lost packet; an ACKNOWLEDGE's SACK map is a body a run takes.
+ * error as a lost packet; an ACKNOWLEDGE's SACK map is a body a run takes; an ACK the
+ * responder left pending leaves before any later packet of the QP.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "transport/opcode.h"
 #include "transport/packet.h"
 #include "transport/qp_transport.h"
+#include "transport/responder.h"
 #include "transport/txrun.h"
 
 /* ------------------------------------------------------------------ models */
@@ -69,6 +71,20 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst, cons
 	return ep_rc;
 }
 
+/* The responder's ACK flush, modelled: it records how many datagrams the link had
+ * been given when it was asked, and sends nothing itself. */
+static struct {
+	int calls;
+	int link_calls_before; /* sends + gsos at the (last) call */
+} flush_log;
+
+void swv_resp_flush_ack(struct swv_qp *qp)
+{
+	flush_log.calls++;
+	flush_log.link_calls_before = ep_log.sends + ep_log.gsos;
+	qp->resp->ack_pending = false;
+}
+
 /* ------------------------------------------------------------------ fixture */
 
 static struct swv_qp qp;
@@ -81,6 +97,7 @@ static void setup(enum ibv_qp_type type, bool auth)
 	memset(&qp, 0, sizeof(qp));
 	memset(&qp_tp, 0, sizeof(qp_tp));
 	memset(&ep_log, 0, sizeof(ep_log));
+	memset(&flush_log, 0, sizeof(flush_log));
 	ep_rc = 0;
 	swv_qp_transport_attach(&qp, &qp_tp);
 	qp.type = type;
@@ -195,6 +212,39 @@ static void test_run(void)
 		off += q.paylen;
 	}
 	CHECK_EQ(off, sizeof(data));
+}
+
+/* A deferred ACK (transport/responder.h) leaves before the next packet of its QP,
+ * single or run, so the peer sees its request acknowledged before the answer; with
+ * none pending the responder is not asked. */
+static void test_ack_first(void)
+{
+	static const uint8_t data[2048];
+	setup(IBV_QPT_RC, false);
+	struct swv_pkt p = pkt(SWV_OP_RC | SWV_OP_SEND_ONLY, 5, data, 64);
+	CHECK_OK(swv_tx_pkt(&qp, NULL, &p));
+	CHECK_EQ(flush_log.calls, 0);
+
+	qp.resp->ack_pending = true;
+	CHECK_OK(swv_tx_pkt(&qp, NULL, &p));
+	CHECK_EQ(flush_log.calls, 1);
+	CHECK_EQ(flush_log.link_calls_before, 1); /* only the first SEND had gone */
+	CHECK_EQ(ep_log.sends, 2);
+	CHECK(!qp.resp->ack_pending);
+
+	qp.resp->ack_pending = true;
+	struct swv_txrun *r = swv_txrun_begin(&qp, NULL);
+	CHECK_PTR(r);
+	p = pkt(SWV_OP_RC | SWV_OP_SEND_FIRST, 6, data, 1024);
+	CHECK(swv_txrun_add(r, &p));
+	p = pkt(SWV_OP_RC | SWV_OP_SEND_LAST, 7, data + 1024, 1024);
+	CHECK(swv_txrun_add(r, &p));
+	unsigned n = 0;
+	CHECK_OK(swv_txrun_send(r, &n));
+	CHECK_EQ(n, 2u);
+	CHECK_EQ(flush_log.calls, 2);
+	CHECK_EQ(flush_log.link_calls_before, 2); /* before the run */
+	CHECK_EQ(ep_log.gsos, 1);
 }
 
 /* Destination QPN 0 (UDP port 0): nothing reaches the endpoint, all counts as sent. */
@@ -324,6 +374,7 @@ int main(void)
 {
 	test_single();
 	test_run();
+	test_ack_first();
 	test_qpn0();
 	test_errors();
 	test_sack_ack();
