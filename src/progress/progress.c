@@ -215,7 +215,7 @@ static void set_interest(struct swv_progress *pr, bool on)
  * lease (or the test hook says so), unmute them once it has lapsed or was released.
  * Returns the deadline to sleep to: 'next', or the lease's end when that is earlier,
  * so the thread looks again when the lease may have lapsed. */
-static uint64_t mute_update(struct swv_progress *pr, bool *muted, uint64_t next)
+static uint64_t mute_update(struct swv_progress *pr, bool *muted, unsigned *held, uint64_t next)
 {
 	bool norx = atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
 
@@ -231,13 +231,41 @@ static uint64_t mute_update(struct swv_progress *pr, bool *muted, uint64_t next)
 	}
 	if (norx)
 		return next;
-	uint64_t du = atomic_load(&pr->drive_until);
-	if (du > swv_now_ns())
-		return SWV_MIN(next, du);
+	uint64_t du = atomic_load(&pr->drive_until), now = swv_now_ns();
+	if (du > now) {
+		/* Each look at a lease still held is a context switch, on two cores one
+		 * that an application spinning there pays for; a holder that keeps
+		 * renewing is looked at less often, up to SWV_PROGRESS_LEASE_STRETCH doublings (its
+		 * passes run the timers; a release wakes the thread at once). */
+		uint64_t lease = atomic_load_explicit(&pr->lease_ns, memory_order_relaxed);
+		uint64_t at = *held ? SWV_MAX(du, now + (lease << *held)) : du;
+		if (*held < SWV_PROGRESS_LEASE_STRETCH)
+			++*held;
+		return SWV_MIN(next, at);
+	}
+	*held = 0;
 	set_interest(pr, true); /* level-triggered: anything queued meanwhile shows at once */
 	atomic_store(&pr->muted, false);
 	*muted = false;
 	return next;
+}
+
+/* *a = min(*a, v), atomically (seq_cst). */
+static void lower_to(_Atomic uint64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load(a);
+	while (v < cur && !atomic_compare_exchange_weak(a, &cur, v))
+		;
+}
+
+/* ops->timers at now, work_lock held, by the thread or an application pass. The
+ * exchange reads the value of every arm before it (acquire), so the scan sees the QP
+ * deadlines those arms stored; what the scan answers goes back as a minimum, since
+ * an arm may have lowered timers_due meanwhile. */
+static void run_timers(struct swv_progress *pr, uint64_t now)
+{
+	(void)atomic_exchange(&pr->timers_due, UINT64_MAX);
+	lower_to(&pr->timers_due, pr->ops->timers(pr->owner, now));
 }
 
 static void *progress_main(void *arg)
@@ -247,15 +275,21 @@ static void *progress_main(void *arg)
 	struct swv_progress_rx *st = pr->rx;
 	uint64_t next = UINT64_MAX; /* earliest timer or kicked deadline */
 	bool muted = false;	    /* sockets out of the epoll set (mute_update) */
+	unsigned held = 0;	    /* looks in a row that found the lease held (mute_update) */
 
 	for (;;) {
-		uint64_t sleep_to = mute_update(pr, &muted, next);
-		/* Announce the deadline we will sleep to, then look at 'pending': a kicker
-		 * either sees our sleep_until (and writes the eventfd) or we see its deadline
-		 * (seq_cst on both sides). */
+		uint64_t sleep_to = mute_update(pr, &muted, &held, next);
+		/* Muted by a lease, the thread leaves the timers to its holder (timers_due). */
+		bool own_timers =
+		    !muted || atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+		/* Announce the deadline we will sleep to, then look at 'pending' (and at
+		 * 'timers_due' when the timers are ours): a kicker or arm either sees our
+		 * sleep_until (and wakes us) or we see its deadline (seq_cst on both sides). */
 		for (;;) {
 			atomic_store(&pr->sleep_until, sleep_to);
 			uint64_t p = atomic_load(&pr->pending);
+			if (own_timers)
+				p = SWV_MIN(p, atomic_load(&pr->timers_due));
 			if (p >= sleep_to)
 				break;
 			sleep_to = next = p;
@@ -274,7 +308,7 @@ static void *progress_main(void *arg)
 		if (atomic_load(&pr->stop))
 			break;
 		/* Woken only to look at the lease (no event, no deadline due): no work. */
-		if (n == 0 && muted && swv_now_ns() < next)
+		if (n == 0 && !own_timers && swv_now_ns() < next)
 			continue;
 
 		/* The watch (the context's netdev: a resync after an overrun waits for the
@@ -341,7 +375,7 @@ static void *progress_main(void *arg)
 		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, flush_held(pr, now));
-		next = SWV_MIN(next, pr->ops->timers(pr->owner, now));
+		run_timers(pr, now);
 
 		/* Release: what this iteration did with an endpoint (a receive from its
 		 * socket) happens before a swv_progress_quiesce that sees the new value
@@ -398,8 +432,13 @@ static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_h
 		(void)swv_ep_flush_delayed(eps[i], UINT64_MAX);
 	stat_inc(&pr->app_passes);
 	done += socks;
+	uint64_t now = swv_now_ns();
 	if (done > 0)
-		rx_hot(pr, swv_now_ns());
+		rx_hot(pr, now);
+	/* The timers that came: the thread, muted while this thread holds the lease,
+	 * leaves them to its passes (timers_due). */
+	if (atomic_load_explicit(&pr->timers_due, memory_order_relaxed) <= now)
+		run_timers(pr, now);
 	work_end(pr);
 	pthread_mutex_unlock(&pr->work_lock);
 	pr->ops->after(pr->owner); /* as the thread does after an iteration */
@@ -568,6 +607,7 @@ int swv_progress_start(struct swv_progress *pr, const struct swv_progress_ops *o
 	atomic_init(&pr->stop, false);
 	atomic_init(&pr->sleep_until, 0); /* "awake": kicks before the first sleep only record */
 	atomic_init(&pr->pending, UINT64_MAX);
+	atomic_init(&pr->timers_due, UINT64_MAX);
 	atomic_init(&pr->thread_waiting, false);
 	atomic_init(&pr->seq, 0);
 	atomic_init(&pr->sync_waiters, 0);
@@ -735,14 +775,11 @@ void swv_progress_quiesce(struct swv_progress *pr)
 	}
 }
 
-void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns)
+/* Wake the thread if it sleeps past deadline_ns. Only the caller that moves
+ * sleep_until to 0 writes: one syscall per sleep. */
+static void wake_by(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	uint64_t p = atomic_load(&pr->pending);
-
-	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
-		;
 	uint64_t s = atomic_load(&pr->sleep_until);
-	/* Only the kicker that moves sleep_until to 0 writes: one syscall per sleep. */
 	if (deadline_ns < s && atomic_compare_exchange_strong(&pr->sleep_until, &s, 0)) {
 		uint64_t one = 1;
 		if (write(pr->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
@@ -751,14 +788,37 @@ void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns)
 	}
 }
 
+void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns)
+{
+	lower_to(&pr->pending, deadline_ns);
+	wake_by(pr, deadline_ns);
+}
+
+/* Muted by a lease (the test hook aside): the thread then reads 'pending' and
+ * 'timers_due' when it next looks at the lease, and it stores muted = false before it
+ * reads them once more, so a caller that finds it muted after lowering one of them
+ * need not wake it (seq_cst on both sides). */
+static bool lease_muted(struct swv_progress *pr)
+{
+	return atomic_load(&pr->muted) &&
+	       !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+}
+
+void swv_progress_kick_lazy(struct swv_progress *pr, uint64_t deadline_ns)
+{
+	lower_to(&pr->pending, deadline_ns);
+	if (!lease_muted(pr))
+		wake_by(pr, deadline_ns);
+}
+
 void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 {
-	uint64_t p = atomic_load(&pr->pending);
-
-	while (deadline_ns < p && !atomic_compare_exchange_weak(&pr->pending, &p, deadline_ns))
-		;
+	lower_to(&pr->timers_due, deadline_ns);
+	/* Muted: the holder's passes run the timer. */
+	if (lease_muted(pr))
+		return;
 	uint64_t s = atomic_load(&pr->sleep_until);
-	/* Awake (0): it reads 'pending' before sleeping. Asleep to no later: nothing to do. */
+	/* Awake (0): it reads 'timers_due' before sleeping. Asleep to no later: nothing. */
 	if (deadline_ns >= s)
 		return;
 	/* Already armed to fire by then (the common case while traffic flows): nothing. */
@@ -766,7 +826,7 @@ void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 		return;
 	uint64_t now = swv_now_ns();
 	if (!pr->started || deadline_ns < now + SWV_PROGRESS_ARM_SLACK_NS) {
-		swv_progress_kick(pr, deadline_ns);
+		wake_by(pr, deadline_ns);
 		return;
 	}
 	pthread_mutex_lock(&pr->timer_lock);
@@ -779,7 +839,7 @@ void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 			atomic_fetch_add_explicit(&pr->timer_arms, 1, memory_order_relaxed);
 		} else {
 			pthread_mutex_unlock(&pr->timer_lock);
-			swv_progress_kick(pr, deadline_ns);
+			wake_by(pr, deadline_ns);
 			return;
 		}
 	}

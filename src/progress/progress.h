@@ -29,8 +29,11 @@
  *    no iteration that could have seen it is still running (futex on 'seq').
  *  - Application threads that wait for completions receive too (swv_progress_drive,
  *    under work_lock). While one does so in a tight loop it holds a lease, and the
- *    thread sleeps with its sockets out of its epoll set (muted) until its timers,
- *    the lease's end or a release; see the fields under "Who receives".
+ *    thread sleeps with its sockets out of its epoll set (muted) until the lease's
+ *    end, a kick or a release; see the fields under "Who receives". The lease's
+ *    holder runs the timers too: each of its passes runs ops->timers once
+ *    'timers_due' has come, so a muted thread wakes for no QP deadline (each message
+ *    arms one, and its ACK makes it stale long before it comes).
  */
 #ifndef SWV_PROGRESS_PROGRESS_H
 #define SWV_PROGRESS_PROGRESS_H
@@ -63,8 +66,9 @@ struct swv_progress_ops {
 	 * pass left for later (the context's: ACKs kept after a receive completion,
 	 * transport/receive.c). */
 	void (*begin)(void *owner);
-	/* Run what is due at now (the thread, work_lock held); returns the earliest
-	 * deadline still pending, UINT64_MAX for none. */
+	/* Run what is due at now (the thread, or an application pass once 'timers_due'
+	 * has come; work_lock held); returns the earliest deadline still pending,
+	 * UINT64_MAX for none. */
 	uint64_t (*timers)(void *owner, uint64_t now);
 	/* After each iteration of the thread and each application pass, outside every
 	 * lock of the loop (the context issues its triggered operations here). */
@@ -102,6 +106,12 @@ struct swv_progress {
 	 * iteration is running and will look at 'pending' before it sleeps). */
 	_Atomic uint64_t sleep_until;
 	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
+	/* Earliest deadline of the owner's timers (swv_progress_arm; what ops->timers
+	 * answered): whoever runs ops->timers exchanges it for UINT64_MAX first (which
+	 * makes a deadline armed before visible to the scan) and puts back what the
+	 * scan answers. An unmuted thread sleeps no later than it; a muted one ignores
+	 * it, because the lease's holder looks at it on every pass. */
+	_Atomic uint64_t timers_due;
 	_Atomic uint64_t epoch;        /* loop iterations completed: bumped with release at
 					* the end of each, read with acquire by
 					* swv_progress_quiesce (and statistics) */
@@ -197,12 +207,21 @@ void swv_progress_quiesce(struct swv_progress *pr);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
 void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns);
-/* Like swv_progress_kick, but a hint that need not wake the thread now: a deadline
- * more than SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd instead (one syscall,
- * no context switch; none at all while an earlier arm is pending), so a posting
- * thread that arms the ACK timer for every message does not wake the progress thread
- * for each of them. Same guarantee: an iteration runs at or after deadline_ns, no
- * later than the deadline plus scheduling delay. Safe from any thread. */
+/* A deadline of the owner's timers (what ops->timers reads), from a thread that is
+ * not the progress thread: it joins 'timers_due'. A deadline more than
+ * SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd rather than waking the
+ * thread now (one syscall, no context switch; none at all while an earlier arm is
+ * pending), so a posting thread that arms the ACK timer for every message does not
+ * wake the progress thread for each of them; none of that while the thread sleeps
+ * muted to an earlier lease end. Guarantee: ops->timers runs at or after
+ * deadline_ns, in the pass of the lease's holder or in an iteration of the thread,
+ * no later than the deadline (or the lease's end) plus scheduling delay. Safe from
+ * any thread. */
+/* Like swv_progress_kick, but a muted thread is not woken for it: it takes the
+ * deadline at its next look at the lease (at most lease << SWV_PROGRESS_LEASE_STRETCH, 800 us,
+ * after the last). For work that a pass of the lease's holder does anyway, which the
+ * thread need only do once the holder stops calling. Safe from any thread. */
+void swv_progress_kick_lazy(struct swv_progress *pr, uint64_t deadline_ns);
 #define SWV_PROGRESS_ARM_SLACK_NS 1000000ull
 void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the
@@ -239,6 +258,11 @@ int swv_progress_settle(struct swv_progress *pr, bool release_held);
 #define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
 #define SWV_PROGRESS_LEASE_NS	 100000ull /* a driver's lease: the thread's takeover delay */
 #define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
+/* A muted thread looks at a lease its holder keeps renewing less and less often, at
+ * most every lease << SWV_PROGRESS_LEASE_STRETCH (800 us): the longest it takes to
+ * notice that an application stopped calling without releasing (docs/design.md,
+ * "The muted thread's looks"). */
+#define SWV_PROGRESS_LEASE_STRETCH 3
 int swv_progress_drive(struct swv_progress *pr);
 /* The calling thread is about to block (futex, completion channel, counter fd) or
  * arms an event: give up any driver's lease so the progress thread receives again,

@@ -72,10 +72,11 @@ static void group_flush(struct swv_receive *r)
 			r->later[r->nlater].ep = r->gep;
 			r->later[r->nlater].qpn = r->gqp->qpn;
 			r->nlater++;
-			/* If the application calls no more, the thread sends it when the
-			 * lease ends: it wakes then anyway, so this costs no system call. */
+			/* If the application calls no more, the thread sends it when it
+			 * next looks at the lease: it wakes then anyway, so this costs no
+			 * system call. */
 			struct swv_progress *pr = &r->ctx->progress;
-			swv_progress_kick(
+			swv_progress_kick_lazy(
 			    pr, atomic_load_explicit(&pr->drive_until, memory_order_relaxed));
 		}
 	}

@@ -3,7 +3,9 @@
  * bytes (from the thread and from a settling application pass), the deadline
  * ops->timers answers brings the loop back to run it, ops->after follows the work, the
  * watched fd reaches ops->watch, the owner's state is opened once and closed by stop, a
- * failed open fails the start with its errno, and the receive endpoints are bounded. */
+ * failed open fails the start with its errno, and the receive endpoints are bounded.
+ * While an application pass holds the lease, a deadline armed comes to that pass's
+ * ops->timers and the muted thread does not wake for it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +28,7 @@ struct owner {
 	_Atomic bool rx_bad;	       /* a batch arrived that was not as sent */
 	_Atomic uint64_t deadline;     /* the owner's timer: 0 = none */
 	_Atomic uint64_t timer_ran_at; /* the 'now' the timer ran at */
+	_Atomic bool timer_on_thread;  /* ... on the loop's thread */
 	_Atomic uint64_t after_calls, watch_calls, begin_calls;
 	_Atomic uint32_t begun_seq; /* pr->seq when ops->begin last ran (work_lock held) */
 	struct swv_progress *pr;
@@ -70,6 +73,7 @@ static uint64_t o_timers(void *owner, uint64_t now)
 	if (d > now)
 		return d; /* not yet: the loop must come back by then */
 	atomic_store(&o->timer_ran_at, now);
+	atomic_store(&o->timer_on_thread, swv_progress_is_self(o->pr));
 	atomic_store(&o->deadline, 0); /* ran: clear it, or the loop would spin */
 	return UINT64_MAX;
 }
@@ -190,6 +194,39 @@ int main(void)
 	swv_progress_kick(&pr, 0);
 	CHECK(swvt_wait_at_least(&o.timer_ran_at, d));
 	CHECK_EQ(atomic_load(&o.deadline), 0);
+	CHECK(atomic_load(&o.timer_on_thread));
+
+	/* An application thread that drives in a tight loop holds the lease (long here,
+	 * so that it cannot lapse on a loaded machine); once the thread has muted, a
+	 * deadline armed is run by the driver's pass, and the thread, which never
+	 * iterates meanwhile, was not woken for it. */
+	swv_progress_test_lease(&pr, 600000000000ull);
+	swv_progress_sq_add(&pr, 1); /* something in flight: drives are wanted */
+	(void)swv_progress_drive(&pr);
+	(void)swv_progress_drive(&pr); /* back to back: the lease */
+	swv_progress_kick(&pr, 0);     /* the thread looks, and mutes */
+	uint64_t start = swv_now_ns();
+	while (!atomic_load(&pr.muted) || !atomic_load(&pr.sleep_until)) { /* muted, asleep */
+		(void)swv_progress_drive(&pr);
+		CHECK(swv_now_ns() - start < 60000000000ull);
+	}
+	uint64_t e0 = atomic_load(&pr.epoch);
+	d = swv_now_ns() + 2000000ull; /* 2 ms */
+	atomic_store(&o.deadline, d);
+	swv_progress_arm(&pr, d);
+	while (atomic_load(&o.timer_ran_at) < d) {
+		(void)swv_progress_drive(&pr);
+		CHECK(swv_now_ns() - start < 60000000000ull);
+	}
+	CHECK(!atomic_load(&o.timer_on_thread));
+	/* a thread woken for the deadline would have iterated by now */
+	while (swv_now_ns() < d + 20000000ull)
+		(void)swv_progress_drive(&pr);
+	CHECK_EQ(atomic_load(&pr.epoch), e0);
+	CHECK(atomic_load(&pr.muted));
+	swv_progress_sq_add(&pr, -1);
+	swv_progress_release(&pr);
+	swv_progress_test_lease(&pr, SWV_PROGRESS_LEASE_NS);
 
 	/* The receive endpoints are bounded; a group's socket does not count. */
 	static struct swv_endpoint more[SWV_PROGRESS_MAX_EPS];
