@@ -818,7 +818,8 @@ void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns)
 	if (lease_muted(pr))
 		return;
 	uint64_t s = atomic_load(&pr->sleep_until);
-	/* Awake (0): it reads 'timers_due' before sleeping. Asleep to no later: nothing. */
+	/* Awake (0): it reads 'timers_due' before sleeping (or, about to mute, leaves it
+	 * to the lease's holder). Asleep to no later: nothing. */
 	if (deadline_ns >= s)
 		return;
 	/* Already armed to fire by then (the common case while traffic flows): nothing. */

@@ -207,21 +207,23 @@ void swv_progress_quiesce(struct swv_progress *pr);
 /* Ask the thread to run timers by deadline_ns (absolute monotonic); wakes it only if
  * it sleeps past that. Safe from any thread, including the progress thread. */
 void swv_progress_kick(struct swv_progress *pr, uint64_t deadline_ns);
-/* A deadline of the owner's timers (what ops->timers reads), from a thread that is
- * not the progress thread: it joins 'timers_due'. A deadline more than
+/* Like swv_progress_kick, but a muted thread is not woken for it: it takes the
+ * deadline at its next look at the lease (at most lease << SWV_PROGRESS_LEASE_STRETCH,
+ * 800 us, after the last). For work that a pass of the lease's holder does anyway,
+ * which the thread need only do once the holder stops calling. Safe from any thread. */
+void swv_progress_kick_lazy(struct swv_progress *pr, uint64_t deadline_ns);
+/* A deadline of the owner's timers (what ops->timers reads), stored there (seq_cst)
+ * before the call: it joins 'timers_due'. A deadline more than
  * SWV_PROGRESS_ARM_SLACK_NS away is handed to a timerfd rather than waking the
  * thread now (one syscall, no context switch; none at all while an earlier arm is
  * pending), so a posting thread that arms the ACK timer for every message does not
- * wake the progress thread for each of them; none of that while the thread sleeps
- * muted to an earlier lease end. Guarantee: ops->timers runs at or after
- * deadline_ns, in the pass of the lease's holder or in an iteration of the thread,
- * no later than the deadline (or the lease's end) plus scheduling delay. Safe from
- * any thread. */
-/* Like swv_progress_kick, but a muted thread is not woken for it: it takes the
- * deadline at its next look at the lease (at most lease << SWV_PROGRESS_LEASE_STRETCH, 800 us,
- * after the last). For work that a pass of the lease's holder does anyway, which the
- * thread need only do once the holder stops calling. Safe from any thread. */
-void swv_progress_kick_lazy(struct swv_progress *pr, uint64_t deadline_ns);
+ * wake the progress thread for each of them; none of that while the thread is muted
+ * or awake. Guarantee: ops->timers runs at or after deadline_ns, in a pass of the
+ * lease's holder or in an iteration of the thread, no later than the deadline plus
+ * scheduling delay -- or, when the holder stops calling without releasing, than the
+ * thread's next look at the lease (see swv_progress_kick_lazy). Safe from any
+ * thread, the progress thread included (a deadline it sets after its own scan, in
+ * ops->after, is kept so). */
 #define SWV_PROGRESS_ARM_SLACK_NS 1000000ull
 void swv_progress_arm(struct swv_progress *pr, uint64_t deadline_ns);
 /* Return once the thread has finished any packet or timer work begun before the

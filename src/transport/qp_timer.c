@@ -12,13 +12,15 @@
 
 void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns)
 {
-	uint64_t old = atomic_exchange_explicit(&qp->timer_deadline, deadline_ns,
-						memory_order_release);
-	/* The progress thread re-reads deadlines after running a timer; kicking it from
-	 * itself is unnecessary. From a posting thread, a far deadline (the ACK timeout
-	 * armed for every message) is handed to the progress thread's timerfd rather
-	 * than waking it (swv_progress_arm). */
-	if (deadline_ns && deadline_ns != old && !swv_progress_is_self(&qp->ctx->progress))
+	/* seq_cst, as the scan's load (receive_timers): whoever runs the timers empties
+	 * the progress loop's 'timers_due' and then scans, while this stores and then
+	 * reads 'timers_due' (swv_progress_arm), so one of the two sees the other. */
+	uint64_t old = atomic_exchange(&qp->timer_deadline, deadline_ns);
+	/* From any thread, the progress thread too: a deadline it sets after its scan
+	 * (in ops->after, a triggered WR posted) must still reach 'timers_due'. A far
+	 * deadline from a posting thread (the ACK timeout armed for every message) is
+	 * handed to the timerfd rather than waking the thread (swv_progress_arm). */
+	if (deadline_ns && deadline_ns != old)
 		swv_progress_arm(&qp->ctx->progress, deadline_ns);
 }
 

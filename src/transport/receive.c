@@ -180,7 +180,7 @@ static uint64_t receive_timers(void *owner, uint64_t now)
 	swv_list_for_each(pos, &ctx->qp_list)
 	{
 		struct swv_qp *qp = swv_list_entry(pos, struct swv_qp, ctx_entry);
-		uint64_t d = atomic_load_explicit(&qp->timer_deadline, memory_order_acquire);
+		uint64_t d = atomic_load(&qp->timer_deadline); /* seq_cst: swv_qp_set_timer */
 		if (!d)
 			continue;
 		if (d > now) {
@@ -382,8 +382,11 @@ bool swv_qp_rx_batch(struct swv_qp *qp, const struct swv_pkt *const *pkts,
 	qp->resp->ack_defer = false;
 	/* A receive completed: the application is about to learn of it and may answer
 	 * at once. The ACK may then wait to leave with that answer, in front of it and in
-	 * the same system call (ack_later; swv_txrun_send; receive_begin). */
-	bool later = ack_later && qp->resp->ack_pending && qp->resp->recv_done;
+	 * the same system call (ack_later; swv_txrun_send; receive_begin). Not while
+	 * responses are held: the ACK must leave after them (swv_resp_send keeps it as
+	 * tx_ack), and left pending it would go in front of them once they resume. */
+	bool later = ack_later && qp->resp->ack_pending && qp->resp->recv_done &&
+		     !qp->resp->tx_retry_at;
 	if (!later)
 		swv_resp_flush_ack(qp);
 	swv_ep_batch_end();
