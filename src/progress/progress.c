@@ -235,8 +235,8 @@ static uint64_t mute_update(struct swv_progress *pr, bool *muted, unsigned *held
 	if (du > now) {
 		/* Each look at a lease still held is a context switch, on two cores one
 		 * that an application spinning there pays for; a holder that keeps
-		 * renewing is looked at less often, up to SWV_PROGRESS_LEASE_STRETCH doublings (its
-		 * passes run the timers; a release wakes the thread at once). */
+		 * renewing is looked at less often, up to SWV_PROGRESS_LEASE_STRETCH
+		 * doublings (its passes run the timers; a release wakes the thread). */
 		uint64_t lease = atomic_load_explicit(&pr->lease_ns, memory_order_relaxed);
 		uint64_t at = *held ? SWV_MAX(du, now + (lease << *held)) : du;
 		if (*held < SWV_PROGRESS_LEASE_STRETCH)
@@ -258,10 +258,11 @@ static void lower_to(_Atomic uint64_t *a, uint64_t v)
 		;
 }
 
-/* ops->timers at now, work_lock held, by the thread or an application pass. The
- * exchange reads the value of every arm before it (acquire), so the scan sees the QP
- * deadlines those arms stored; what the scan answers goes back as a minimum, since
- * an arm may have lowered timers_due meanwhile. */
+/* ops->timers at now, work_lock held, by the thread or an application pass. timers_due
+ * is emptied before the scan, and an arm stores its QP's deadline before it reads
+ * timers_due (all seq_cst, transport/qp_timer.c): either the scan sees that deadline
+ * or the arm sees the emptied value and lowers it. What the scan answers goes back
+ * as a minimum, since an arm may have lowered timers_due meanwhile. */
 static void run_timers(struct swv_progress *pr, uint64_t now)
 {
 	(void)atomic_exchange(&pr->timers_due, UINT64_MAX);

@@ -107,9 +107,8 @@ struct swv_progress {
 	_Atomic uint64_t sleep_until;
 	_Atomic uint64_t pending;      /* earliest deadline kicked since the thread looked */
 	/* Earliest deadline of the owner's timers (swv_progress_arm; what ops->timers
-	 * answered): whoever runs ops->timers exchanges it for UINT64_MAX first (which
-	 * makes a deadline armed before visible to the scan) and puts back what the
-	 * scan answers. An unmuted thread sleeps no later than it; a muted one ignores
+	 * answered): whoever runs ops->timers empties it (UINT64_MAX) first and puts
+	 * back what the scan answers (run_timers says why no deadline is lost). An unmuted thread sleeps no later than it; a muted one ignores
 	 * it, because the lease's holder looks at it on every pass. */
 	_Atomic uint64_t timers_due;
 	_Atomic uint64_t epoch;        /* loop iterations completed: bumped with release at

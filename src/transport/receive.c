@@ -37,8 +37,9 @@ struct swv_receive {
 	/* ACKs left for later (docs/design.md, "The ACK with the answer"): an
 	 * application's pass that completed a receive from a socket does not send the ACK
 	 * before returning; the QP's next packet takes it out in front of itself
-	 * (swv_txrun_send), else the next pass or iteration (receive_begin) does. Named by endpoint and QPN
-	 * and looked up again then, so a QP destroyed meanwhile is simply not found. */
+	 * (swv_txrun_send), else the next pass or iteration (receive_begin) does. Named
+	 * by endpoint and QPN and looked up again then, so a QP destroyed meanwhile is
+	 * simply not found. */
 	bool ack_later_ok; /* this batch is an application's pass under the lease */
 	unsigned nlater;
 	struct {

@@ -149,9 +149,8 @@ int swv_resp_send(struct swv_qp *qp, uint8_t opcode, uint32_t psn, uint8_t syndr
 			return 0;
 		}
 	}
-	/* A deferred ACK goes first: responses leave in the order they were decided. */
-	if (s->ack_pending)
-		swv_resp_flush_ack(qp);
+	/* A deferred ACK goes first, as before any packet of the QP (swv_txrun_send):
+	 * responses leave in the order they were decided. */
 	memset(&p, 0, sizeof(p));
 	/* An XRC TGT QP answers under the XRC prefix (responses carry no XRCETH). */
 	p.opcode = qp->xrc == SWV_XRC_TGT ? (uint8_t)((opcode & SWV_OP_OPERATION_MASK) | SWV_OP_XRC)
@@ -183,7 +182,7 @@ void swv_resp_flush_ack(struct swv_qp *qp)
 
 	if (!s->ack_pending)
 		return;
-	s->ack_pending = false; /* before sending: swv_resp_send flushes pending ACKs */
+	s->ack_pending = false; /* before sending: swv_txrun_send flushes pending ACKs */
 	resp_ack(qp, SWV_AETH_ACK, s->ack_psn);
 }
 
