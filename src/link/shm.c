@@ -117,6 +117,11 @@ struct swv_shm_peer {
 	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
+	/* The consumer's position as last read (under lock): it only grows, so space
+	 * free by it is free. slot->head is read again only when this says the ring is
+	 * full: a load per message of a line the consumer writes per pass is a cache
+	 * miss on the way of every packet. */
+	uint64_t head_seen;
 	uint64_t owner_checked; /* when a full ring last asked whether its owner lives (lock) */
 	/* Direct placement into the owner's memory (swv_shm_direct): the owner is in our
 	 * PID namespace (its pid and its slot's liveness mean something); set at attach,
@@ -606,6 +611,7 @@ static void peer_detach(struct swv_shm_peer *p, bool release)
 	p->hdr = NULL;
 	p->slot = NULL;
 	p->tail = 0;
+	p->head_seen = 0;
 	p->retry_at = 0;
 	p->owner_checked = 0;
 	atomic_store(&p->stale, false);
@@ -790,6 +796,7 @@ static int peer_attach(struct swv_shm_port *sp, struct swv_shm_peer *p,
 	atomic_store(&p->direct_ok, ns && ns == h->owner_pidns && p->owner_pid > 0 &&
 					direct_trust_ok(p->owner_pid) && owner_pin(p, h));
 	p->tail = atomic_load(&s->tail);
+	p->head_seen = atomic_load(&s->head);
 	atomic_store_explicit(&p->ring, ring_at(h, idx), memory_order_release);
 	return 0;
 }
@@ -1042,7 +1049,6 @@ static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struc
 		return EINVAL;
 
 	pthread_mutex_lock(&p->lock);
-	uint64_t head = atomic_load_explicit(&p->slot->head, memory_order_acquire);
 	/* All or nothing: find where the last record ends before writing any. */
 	uint64_t end = p->tail;
 	for (unsigned k = 0; k < nseg; k++) {
@@ -1051,7 +1057,9 @@ static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struc
 		uint64_t need = REC_HDR + round8(len);
 		end = rec_place(end, need, &wrap) + need;
 	}
-	if (end - head > SWV_SHM_RING_BYTES) {
+	if (end - p->head_seen > SWV_SHM_RING_BYTES)
+		p->head_seen = atomic_load_explicit(&p->slot->head, memory_order_acquire);
+	if (end - p->head_seen > SWV_SHM_RING_BYTES) {
 		uint64_t now = swv_now_ns();
 		/* The liveness check costs two system calls: at most once per millisecond,
 		 * not at every refused attempt of every blocked QP. */
