@@ -395,7 +395,7 @@ static void *progress_main(void *arg)
  * endpoint that takes all its traffic through its inbox gets a receive system call only
  * when needed (all_sockets: always). */
 static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_held,
-		       int *from_sockets)
+		       int *from_sockets, uint64_t *now_out)
 {
 	struct swv_endpoint *const *eps = pr->eps;
 	int done = 0, socks = 0;
@@ -445,11 +445,15 @@ static int pass_locked(struct swv_progress *pr, bool all_sockets, bool release_h
 	pr->ops->after(pr->owner); /* as the thread does after an iteration */
 	if (from_sockets)
 		*from_sockets = socks;
+	if (now_out)
+		*now_out = now;
 	return done;
 }
 
-/* swv_progress_assist; *from_sockets: how many of the packets came from sockets. */
-static int assist_pass(struct swv_progress *pr, int *from_sockets)
+/* swv_progress_assist; *from_sockets: how many of the packets came from sockets, *now:
+ * the clock as the pass read it (a caller that needs the time takes it from there: a
+ * clock read is a good part of an empty poll). */
+static int assist_pass(struct swv_progress *pr, int *from_sockets, uint64_t *now)
 {
 	if (!pr->started)
 		return 0;
@@ -457,12 +461,12 @@ static int assist_pass(struct swv_progress *pr, int *from_sockets)
 	if (atomic_load_explicit(&pr->thread_waiting, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&pr->work_lock))
 		return -1; /* someone is receiving already */
-	return pass_locked(pr, false, false, from_sockets);
+	return pass_locked(pr, false, false, from_sockets, now);
 }
 
 int swv_progress_assist(struct swv_progress *pr)
 {
-	return assist_pass(pr, NULL);
+	return assist_pass(pr, NULL, NULL);
 }
 
 int swv_progress_settle(struct swv_progress *pr, bool release_held)
@@ -472,7 +476,7 @@ int swv_progress_settle(struct swv_progress *pr, bool release_held)
 	/* Waits for a pass under way: it may have looked at a port before the packet
 	 * that matters arrived there. Ours starts after the call, so it sees it. */
 	pthread_mutex_lock(&pr->work_lock);
-	return pass_locked(pr, true, release_held, NULL);
+	return pass_locked(pr, true, release_held, NULL, NULL);
 }
 
 /* Something the application posted can still complete: a send WQE outstanding or a
@@ -510,7 +514,8 @@ int swv_progress_drive(struct swv_progress *pr)
 		return 0;
 	}
 	int socks = 0;
-	int done = assist_pass(pr, &socks);
+	uint64_t now = 0;
+	int done = assist_pass(pr, &socks, &now);
 	if (done < 0)
 		return done;
 	/* The pass took packets from a socket and now nothing the application posted can
@@ -528,7 +533,6 @@ int swv_progress_drive(struct swv_progress *pr)
 	}
 	/* Passes in a tight loop hold the lease; occasional ones do not, so an
 	 * application that polls now and then never delays the thread's receiving. */
-	uint64_t now = swv_now_ns();
 	uint64_t prev = atomic_exchange_explicit(&pr->last_drive_ns, now, memory_order_relaxed);
 	if (now - prev < SWV_PROGRESS_BUSY_GAP_NS) {
 		uint64_t du = atomic_load_explicit(&pr->drive_until, memory_order_relaxed);
