@@ -75,7 +75,7 @@ test-fuzz: deps
 bench: build
 	@./tools/install-deps.sh test
 	@for b in build/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
-	@SWVERBS_SHM=0 build/bench/bench_cntr # the counter benchmark on the forced UDP path too
+	@# bench_cntr_runs.sh: five bench_cntr runs on each path (link, forced UDP)
 	@for s in bench/*.sh; do bash "$$s" build; done
 
 format:
