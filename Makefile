@@ -71,11 +71,11 @@ test-fuzz: deps
 	fi
 
 # The anchors the scripts compare against (sockperf, qperf, UCX, libfabric) come with the
-# test dependencies.
+# test dependencies. bench/bench_cntr_runs.sh runs bench_cntr five times on each path
+# (intra-host link, forced UDP).
 bench: build
 	@./tools/install-deps.sh test
 	@for b in build/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
-	@# bench_cntr_runs.sh: five bench_cntr runs on each path (link, forced UDP)
 	@for s in bench/*.sh; do bash "$$s" build; done
 
 format:

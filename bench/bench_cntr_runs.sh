@@ -5,11 +5,12 @@
 # each run's counter/CQ rate ratio (goal >= 1.0x, >= 1.3x at 8 B); the median of each
 # run's `wait` CPU per op against `cq` (goal <= 0.5x), the posting thread's and the
 # whole process's; the cost of ibv_read_comp_cntr against an empty exported function of
-# the same signature (goal <= 1.5x). Every ratio is taken within one run (the same minute), then the
-# median over the runs; the spread says how much this machine's scheduling moved it.
+# the same signature (goal <= 1.5x). Every ratio is taken within one run (the same
+# minute), then the median over the runs; the spread says how much this machine's
+# scheduling moved it. A run that fails stops the script (exit 1).
 #
 #   usage: bench/bench_cntr_runs.sh [BUILD_DIR] [RUNS]     (default: build 5)
-set -u
+set -u -o pipefail
 build=${1:-build}
 runs=${2:-5}
 bin=$build/bench/bench_cntr
@@ -18,13 +19,18 @@ bin=$build/bench/bench_cntr
 for path in link udp; do
 	env=
 	[ $path = udp ] && env=SWVERBS_SHM=0
-	out=$(for i in $(seq "$runs"); do
-		env $env "$bin" | awk -v run="$i" '$3 ~ /^(cq|cntr|wait)$/ && NF == 10 {print run, $0}
-			/^ *ibv_read_comp_cntr \/ empty exported function/ {sub("x", "", $NF); print run, "READ", $NF}'
-	done)
-	[ -n "$out" ] || { echo "bench_cntr_runs: bench_cntr printed no rows ($path)" >&2; exit 1; }
+	out=
+	for i in $(seq "$runs"); do
+		o=$(env $env "$bin") || { echo "bench_cntr_runs: bench_cntr failed ($path, run $i)" >&2; exit 1; }
+		out+=$(echo "$o" | awk -v run="$i" '
+			$3 ~ /^(cq|cntr|wait)$/ && NF == 10 {print run, $0}
+			/^ *ibv_read_comp_cntr \/ empty exported function/ {
+				sub("x", "", $NF); print run, "READ", $NF
+			}')$'\n'
+	done
+	[ -n "${out//$'\n'/}" ] || { echo "bench_cntr_runs: no rows ($path)" >&2; exit 1; }
 	echo "bench_cntr, $path path, $runs runs: median (min..max) of each figure"
-	echo "$out" | awk -v path="$path" '
+	printf '%s' "$out" | awk '
 	function med(key,   n, i, j, t, a) {
 		n = split(vals[key], a, " ")
 		for (i = 1; i <= n; i++)
