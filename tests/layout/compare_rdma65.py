@@ -3,28 +3,28 @@
 
 The reference is rdma-core 65's public headers (infiniband/verbs.h with what it
 includes: verbs_api.h, ib_user_ioctl_verbs.h, the kernel uAPI rdma/ib_user_verbs.h).
-It is read from a directory given with --reference; nothing of it is in the
-repository.
+Their text is not in the repository; their facts are, in rdma65_abi.json (the digest).
 
-1. clang parses the reference (-ast-dump=json) and lists what its files declare:
-   enums and their enumerators, structs/unions and their members (nested and
-   anonymous ones included), functions (extern and static inline) with their types.
-2. The preprocessor lists the reference's macros (-dM).
-3. A probe program compiled against the reference prints every enumerator value,
-   every struct size, every member offset and size, and every macro that is an
-   integer constant.
-4. One translation unit compiled against swverbs' header asserts each of those
-   facts on a line of its own: the value or layout, and that each member, typedef
-   and function has a type compatible with the reference's. Every failing line is
-   one reported difference. Macros are compared by their -dM output: defined, of
-   the same kind and arity; macros naming an identifier (the uAPI aliases such as
-   `ibv_flow_action_esp`) must name the same one.
+--extract --reference DIR writes the digest from the headers:
+1. clang parses them (-ast-dump=json) and lists what their files declare: enums and
+   their enumerators, structs/unions and their members (nested and anonymous ones
+   included), functions (extern and static inline) with their types, typedefs.
+2. The preprocessor lists their macros (-dM): arity, and the identifier a macro
+   aliases (the uAPI aliases such as `ibv_flow_action_esp`).
+3. A probe program compiled against them prints every enumerator value, every struct
+   size, every member offset and size, and every macro that is an integer constant.
+
+The check (default) reads the digest:
+4. One translation unit compiled against swverbs' header asserts each fact on a line
+   of its own: the value or layout, and that each member, typedef and function has a
+   type compatible with the reference's. Every failing line is one difference.
+   Macros must be defined with the same arity; aliases must name the same identifier.
 5. Members swverbs has that the reference lacks are differences too.
 6. With --lib, libswverbs must export every function the reference declares that is
    not inline (a call swverbs does not implement still links, and answers EOPNOTSUPP).
+7. With --reference as well, the digest must be what the headers give.
 
-Exit codes: 0 pass, 1 difference or internal error, 77 skipped (no reference
-directory, or no clang), as registered with SKIP_RETURN_CODE in CMakeLists.txt.
+Exit codes: 0 pass, 1 difference or internal error (clang missing included).
 """
 
 import argparse
@@ -35,17 +35,10 @@ import shutil
 import subprocess
 import sys
 
-SKIP = 77
-# Guards against a test that passes because its parser broke (rdma-core 65 gives
+# Guards against a test that passes because its digest is broken (rdma-core 65 gives
 # 694 enumerators, 234 structs, 1431 members, 184 functions, 796 macros).
 MINIMA = {"enumerators": 650, "records": 220, "members": 1350, "functions": 170,
           "macros": 750}
-
-
-def skip(msg):
-    bar = "!" * 72
-    print(f"{bar}\nSKIP: rdma-core 65 header comparison not run: {msg}\n{bar}", flush=True)
-    sys.exit(SKIP)
 
 
 def run(cmd, **kw):
@@ -222,47 +215,80 @@ def ref_values(cc, ref, workdir, enumerators, records, int_macro_candidates):
     return vals
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ours", required=True, help="swverbs include directory")
-    ap.add_argument("--reference", required=True,
-                    help="directory holding rdma-core 65's infiniband/ and rdma/ headers")
-    ap.add_argument("--cc", default="cc")
-    ap.add_argument("--clang", default="clang")
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--lib", help="libswverbs.so: must export every non-inline function")
-    args = ap.parse_args()
+def macro_facts(r_macros, builtin):
+    """{name: [arity or None, aliased identifier or None]} and the integer candidates."""
+    facts, int_cands = {}, []
+    for name, (nargs, body) in sorted(r_macros.items()):
+        if name in builtin:
+            continue
+        alias = None
+        if nargs is None:
+            if re.fullmatch(r"[A-Za-z_]\w*", body) and body not in r_macros:
+                alias = body
+            elif body:
+                int_cands.append(name)
+        facts[name] = [nargs, alias]
+    return facts, int_cands
 
-    ref = args.reference
-    if not os.path.exists(os.path.join(ref, "infiniband", "verbs.h")):
-        skip(f"no rdma-core 65 headers at {ref} (configure with "
-             "-DSWV_RDMA65_REFERENCE=<dir holding infiniband/verbs.h and rdma/>)")
-    if shutil.which(args.clang) is None:
-        skip(f"{args.clang} is not installed (apt-get install clang)")
-    os.makedirs(args.workdir, exist_ok=True)
 
-    r_enums, r_enumerators, r_records, r_funcs, r_typedefs = collect(
-        ast_decls(args.clang, ref, args.workdir, "ref"))
-    ref_extern = set(extern_funcs)
-    o_enums, o_enumerators, o_records, o_funcs, o_typedefs = collect(
-        ast_decls(args.clang, args.ours, args.workdir, "ours"))
-    r_macros = macros(args.cc, ref, args.workdir, "ref")
-    o_macros = macros(args.cc, args.ours, args.workdir, "ours")
-    builtin = builtin_macros(args.cc, args.workdir)
-    own_macros = {n: v for n, v in r_macros.items() if n not in builtin}
+def extract(ref, cc, clang, workdir):
+    """The digest: every fact of the reference the check needs, as JSON-able data."""
+    global extern_funcs
+    extern_funcs = set()
+    enums, enumerators, records, funcs, typedefs = collect(ast_decls(clang, ref, workdir, "ref"))
+    mfacts, int_cands = macro_facts(macros(cc, ref, workdir, "ref"), builtin_macros(cc, workdir))
+    vals = ref_values(cc, ref, workdir, enumerators, records, int_cands)
+    return {
+        "about": "rdma-core 65's <infiniband/verbs.h> and what it includes, as facts: "
+                 "declared names, values, layouts, types (tests/layout/compare_rdma65.py "
+                 "--extract writes it)",
+        "enums": sorted(enums),
+        "enumerators": enumerators,
+        "records": {k: [list(m) for m in v] for k, v in records.items()},
+        "functions": funcs,
+        "extern_functions": sorted(extern_funcs),
+        "typedefs": typedefs,
+        "macros": mfacts,
+        "values": {k: list(v) for k, v in vals.items()},
+    }
 
-    counts = {"enumerators": len(r_enumerators), "records": len(r_records),
-              "members": sum(len(m) for m in r_records.values()), "functions": len(r_funcs),
-              "macros": len(own_macros)}
+
+def write_digest(d, path):
+    # One fact per line, so that a change of the reference reads as a small diff.
+    with open(path, "w") as f:
+        f.write("{\n")
+        keys = list(d)
+        for i, k in enumerate(keys):
+            v = d[k]
+            f.write(f"{json.dumps(k)}: ")
+            if isinstance(v, dict):
+                f.write("{\n" + ",\n".join(f"  {json.dumps(a)}: {json.dumps(b)}"
+                                          for a, b in v.items()) + "\n}")
+            elif isinstance(v, list) and v:
+                f.write("[\n" + ",\n".join(f"  {json.dumps(a)}" for a in v) + "\n]")
+            else:
+                f.write(json.dumps(v))
+            f.write(",\n" if i + 1 < len(keys) else "\n")
+        f.write("}\n")
+
+
+def check(d, ours, cc, clang, workdir, lib):
+    """Differences of swverbs' header (and library) from the digest d."""
+    r_records = {k: [tuple(m) for m in v] for k, v in d["records"].items()}
+    _, _, o_records, _, _ = collect(ast_decls(clang, ours, workdir, "ours"))
+    o_macros = macros(cc, ours, workdir, "ours")
+
+    counts = {"enumerators": len(d["enumerators"]), "records": len(r_records),
+              "members": sum(len(m) for m in r_records.values()),
+              "functions": len(d["functions"]), "macros": len(d["macros"])}
     errors = []
     for what, n in counts.items():
         if n < MINIMA[what]:
-            errors.append(f"self-check: only {n} {what} found in the reference "
+            errors.append(f"self-check: only {n} {what} in the digest "
                           f"(expected >= {MINIMA[what]}): the test itself is broken")
 
     # Macros: presence, kind, arity; identifier aliases by name.
-    int_cands = []
-    for name, (nargs, body) in sorted(own_macros.items()):
+    for name, (nargs, alias) in d["macros"].items():
         if name not in o_macros:
             errors.append(f"macro {name}: missing")
             continue
@@ -271,18 +297,11 @@ def main():
             errors.append(f"macro {name}: "
                           f"{'object-like' if nargs is None else f'{nargs} parameter(s)'} in "
                           f"rdma-core, {'object-like' if onargs is None else f'{onargs}'} here")
-            continue
-        if nargs is None:
-            if re.fullmatch(r"[A-Za-z_]\w*", body) and body not in r_macros:
-                if obody != body:
-                    errors.append(f"macro {name}: expands to {obody!r}, rdma-core {body!r}")
-            elif body:
-                int_cands.append(name)
-
-    vals = ref_values(args.cc, ref, args.workdir, r_enumerators, r_records, int_cands)
+        elif alias is not None and obody != alias:
+            errors.append(f"macro {name}: expands to {obody!r}, rdma-core {alias!r}")
 
     checks = []  # (line text, description)
-    for fact, (v, neg) in vals.items():
+    for fact, (v, neg) in d["values"].items():
         kind, rest = fact.split(" ", 1)
         if kind in ("M", "E"):
             checks.append((f"_Static_assert(({rest}) == ({v}LL) && (({rest}) < 0) == {neg}, \"\");",
@@ -299,7 +318,7 @@ def main():
             key, path = rest.rsplit(" ", 1)
             checks.append((f"_Static_assert(sizeof((({key} *)0)->{path}) == {v}, \"\");",
                            f"{key}.{path}: size (rdma-core {v})"))
-    for e in r_enums:
+    for e in d["enums"]:
         checks.append((f"_Static_assert(sizeof(enum {e}) > 0, \"\");", f"enum {e}: missing"))
     for key, members in r_records.items():
         for path, qt, bit in members:
@@ -310,27 +329,27 @@ def main():
             extra = {p for p, _, _ in o_records[key]} - {p for p, _, _ in members}
             for p in sorted(extra):
                 errors.append(f"{key}.{p}: member rdma-core 65 does not have")
-    for name, qt in r_funcs.items():
+    for name, qt in d["functions"].items():
         checks.append((f"_Static_assert(__builtin_types_compatible_p(__typeof__({name}), __typeof__({qt})), \"\");",
                        f"function {name}: missing or not {qt}"))
-    for name, qt in r_typedefs.items():
+    for name, qt in d["typedefs"].items():
         checks.append((f"_Static_assert(__builtin_types_compatible_p({name}, __typeof__({qt})), \"\");",
                        f"typedef {name}: missing or not {qt}"))
 
-    if args.lib:
-        nm = run(["nm", "-D", "--defined-only", args.lib])
+    if lib:
+        nm = run(["nm", "-D", "--defined-only", lib])
         if nm.returncode != 0:
-            errors.append(f"nm -D {args.lib} failed: {nm.stderr.strip()}")
+            errors.append(f"nm -D {lib} failed: {nm.stderr.strip()}")
         exported = {l.split()[-1].split("@")[0] for l in nm.stdout.splitlines() if l.strip()}
-        for name in sorted(ref_extern - exported):
-            errors.append(f"function {name}: declared by rdma-core 65 but not exported by {args.lib}")
-        counts["exported functions"] = len(ref_extern)
+        for name in sorted(set(d["extern_functions"]) - exported):
+            errors.append(f"function {name}: declared by rdma-core 65 but not exported by {lib}")
+        counts["exported functions"] = len(d["extern_functions"])
 
-    src = os.path.join(args.workdir, "check_ours.c")
+    src = os.path.join(workdir, "check_ours.c")
     head = ["#include <infiniband/verbs.h>", "#include <stddef.h>"]
     with open(src, "w") as f:
         f.write("\n".join(head + [c for c, _ in checks]) + "\n")
-    rc, bad, err = compile_errors(args.cc, src, args.ours)
+    rc, bad, err = compile_errors(cc, src, ours)
     for i in sorted(bad):
         idx = i - len(head) - 1
         if 0 <= idx < len(checks):
@@ -339,9 +358,56 @@ def main():
             errors.append(f"check file line {i} does not compile (see {src})")
     if rc != 0 and not bad:
         errors.append(f"check file does not compile:\n{err}")
+    return counts, len(checks), errors
 
-    print(f"compared against {ref}: " + ", ".join(f"{n} {w}" for w, n in counts.items()) +
-          f", {len(checks)} compiled checks")
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--digest", required=True,
+                    help="the facts of rdma-core 65's header (tests/layout/rdma65_abi.json)")
+    ap.add_argument("--reference",
+                    help="directory holding rdma-core 65's infiniband/ and rdma/ headers: "
+                         "with --extract, write the digest from it; otherwise also check that "
+                         "the digest is what it gives")
+    ap.add_argument("--extract", action="store_true")
+    ap.add_argument("--ours", help="swverbs include directory")
+    ap.add_argument("--cc", default="cc")
+    ap.add_argument("--clang", default="clang")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--lib", help="libswverbs.so: must export every non-inline function")
+    args = ap.parse_args()
+
+    if shutil.which(args.clang) is None:
+        print(f"FAIL: {args.clang} is not installed (apt-get install clang; "
+              "tools/install-deps.sh test installs it)")
+        return 1
+    os.makedirs(args.workdir, exist_ok=True)
+    ref = args.reference
+    if ref and not os.path.exists(os.path.join(ref, "infiniband", "verbs.h")):
+        print(f"FAIL: no infiniband/verbs.h under {ref}")
+        return 1
+    if args.extract:
+        if not ref:
+            ap.error("--extract needs --reference")
+        write_digest(extract(ref, args.cc, args.clang, args.workdir), args.digest)
+        print(f"wrote {args.digest} from {ref}")
+        return 0
+    if not args.ours:
+        ap.error("checking needs --ours")
+    with open(args.digest) as f:
+        d = json.load(f)
+    errors = []
+    if ref:
+        fresh = os.path.join(args.workdir, "fresh_digest.json")
+        write_digest(extract(ref, args.cc, args.clang, args.workdir), fresh)
+        with open(fresh) as f:
+            if json.load(f) != d:
+                errors.append(f"{args.digest} is not what {ref} gives (diff it against "
+                              f"{fresh}; rewrite it with --extract)")
+    counts, nchecks, more = check(d, args.ours, args.cc, args.clang, args.workdir, args.lib)
+    errors += more
+    print(f"compared against {args.digest}" + (f" and {ref}" if ref else "") + ": " +
+          ", ".join(f"{n} {w}" for w, n in counts.items()) + f", {nchecks} compiled checks")
     if errors:
         for e in errors:
             print("RDMA-CORE 65 MISMATCH:", e)
