@@ -530,7 +530,7 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 	if (ep->shm) {
 		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
 		if (p)
-			return swv_shm_send(ep->shm, p, iov, iovcnt, 0, 1);
+			return swv_shm_send(ep->shm, p, iov, iovcnt, 0, 1, false);
 	}
 	atomic_fetch_add_explicit(&ep->udp_tx, 1, memory_order_relaxed);
 	if (txb_queue(ep, dst, iov, iovcnt))
@@ -548,6 +548,22 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 	if (total > 65507) /* the largest UDP/IPv4 payload */
 		return EMSGSIZE;
 	return fault_send(ep, dst, iov, iovcnt, total);
+}
+
+int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		     unsigned *nsent)
+{
+	*nsent = 0;
+	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
+			 iovcnt > EP_MAX_IOV || !nseg || nseg > SWV_EP_GSO_MAX_SEGS))
+		return EINVAL;
+	struct swv_shm_peer *p = ep->shm ? swv_shm_route(ep->shm, dst) : NULL;
+	if (!p)
+		return ENOTCONN;
+	int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg, true);
+	*nsent = rc ? 0 : nseg;
+	return rc;
 }
 
 uint64_t swv_ep_flush_delayed(struct swv_endpoint *ep, uint64_t now_ns)
@@ -642,6 +658,7 @@ int swv_ep_recv_batch(struct swv_endpoint *ep, struct swv_rx_pkt *pkts, int n)
 				to->src = from->src;
 			}
 			to->len = msgs[i].msg_len;
+			to->unchecked = false; /* UDP: always checked */
 			got++;
 		}
 		if (r < want && got == base + r)
@@ -732,7 +749,7 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	if (ep->shm) {
 		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
 		if (p) {
-			int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg);
+			int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg, false);
 			*nsent = rc ? 0 : nseg;
 			return rc;
 		}
@@ -925,6 +942,7 @@ int swv_ep_recv_segs(struct swv_endpoint *ep, struct swv_ep_rx *rx)
 		for (size_t k = 0, off = 0; k < keep; k++, off += seg) {
 			rx->segs[nseg].buf = buf + off;
 			rx->segs[nseg].len = len - off < seg ? len - off : seg;
+			rx->segs[nseg].unchecked = false; /* UDP: always checked */
 			rx->segs[nseg++].src = p->src[i];
 		}
 		if (count > 1)

@@ -69,6 +69,9 @@ struct swv_rx_pkt {
 	uint8_t *buf;  /* caller-provided storage */
 	size_t len;    /* bytes received */
 	struct sockaddr_in src;
+	/* A record of the intra-host link whose sender left the ICRC out
+	 * (swv_ep_send_ring): the trailer is not to be checked. Never set for UDP. */
+	bool unchecked;
 };
 
 /* Bind to addr:0, enlarge socket buffers. Returns 0 or positive errno. The injector
@@ -106,6 +109,15 @@ static inline struct sockaddr_in swv_ep_sockaddr(const struct swv_endpoint *ep)
  * (link/shm.h), with the same results (EAGAIN for a full ring). */
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt);
+
+/* Send nseg packets (as swv_ep_send_gso: seg_size each but the last; one packet with
+ * nseg 1) only if dst is reached through the intra-host link: ENOTCONN, nothing sent,
+ * when it is not (no inbox there, or none here). Otherwise as swv_ep_send_gso (all or
+ * nothing). For a sender whose packets carry no ICRC until they take UDP: the records
+ * say so (swv_rx_pkt.unchecked). */
+int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		     unsigned *nsent);
 
 /* Direct placement towards dst (link/shm.h, swv_shm_direct): 0 when every byte was
  * placed, else an errno and the caller sends the payload as usual (ENOTSUP: dst is not

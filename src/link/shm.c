@@ -29,6 +29,8 @@
 #define SHM_VERSION 4
 #define REC_HDR	    8u
 #define REC_WRAP    UINT32_MAX /* record marker: the rest of the ring is unused */
+/* Record flags (second word of its header). */
+#define REC_UNCHECKED 1u /* the packet's trailer carries no ICRC (swv_rx_pkt.unchecked) */
 #define SHM_MAX_PKT SWV_EP_MAX_DGRAM
 #define PAGE	    4096u
 
@@ -1029,7 +1031,7 @@ void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p)
 }
 
 static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
-		    int iovcnt, size_t seg_size, unsigned nseg)
+		    int iovcnt, size_t seg_size, unsigned nseg, bool unchecked)
 {
 	if (swv_unlikely(!sp || !iov || iovcnt <= 0 || !nseg || port_inert(sp)))
 		return EINVAL;
@@ -1093,7 +1095,7 @@ static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struc
 			memcpy(ring + (pos & (SWV_SHM_RING_BYTES - 1)), &mark, sizeof(mark));
 		}
 		uint8_t *r = ring + (at & (SWV_SHM_RING_BYTES - 1));
-		uint32_t hdr[2] = {(uint32_t)len, 0};
+		uint32_t hdr[2] = {(uint32_t)len, unchecked ? REC_UNCHECKED : 0};
 		memcpy(r, hdr, sizeof(hdr));
 		iov_copy(r + REC_HDR, iov, &vi, &voff, len);
 		pos = at + need;
@@ -1107,11 +1109,11 @@ static int shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struc
 }
 
 int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
-		 int iovcnt, size_t seg_size, unsigned nseg)
+		 int iovcnt, size_t seg_size, unsigned nseg, bool unchecked)
 {
 	if (swv_unlikely(!p))
 		return EINVAL;
-	int rc = shm_send(sp, p, iov, iovcnt, seg_size, nseg);
+	int rc = shm_send(sp, p, iov, iovcnt, seg_size, nseg, unchecked);
 	swv_shm_put(sp, p);
 	return rc;
 }
@@ -1159,6 +1161,9 @@ int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
 			if (tail - pos > SWV_SHM_RING_BYTES || (pos & 7))
 				goto corrupt;
 			memcpy(&len, ring + off, sizeof(len));
+			/* read once: the sender can still write it */
+			uint32_t flags = __atomic_load_n((uint32_t *)(ring + off + 4),
+							 __ATOMIC_RELAXED);
 			if (len == REC_WRAP) {
 				pos += SWV_SHM_RING_BYTES - off;
 				continue;
@@ -1170,6 +1175,7 @@ int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
 			out[n].buf = ring + off + REC_HDR;
 			out[n].len = len;
 			out[n].src = src;
+			out[n].unchecked = flags & REC_UNCHECKED;
 			n++;
 			pos += need;
 			continue;

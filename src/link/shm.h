@@ -62,10 +62,11 @@ void swv_shm_close(struct swv_shm_port *sp);
 struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockaddr_in *dst);
 /* Write nseg packets laid back to back in iov (each seg_size bytes but the last; one
  * packet: nseg 1, seg_size ignored) as one publish, and let go of p (swv_shm_route).
+ * unchecked: their trailers carry no ICRC, and each record says so (swv_rx_pkt).
  * Returns 0, EAGAIN (the ring is full: as a full socket buffer, nothing of it was
  * written; what follows is the transport's to decide), or EINVAL. */
 int swv_shm_send(struct swv_shm_port *sp, struct swv_shm_peer *p, const struct iovec *iov,
-		 int iovcnt, size_t seg_size, unsigned nseg);
+		 int iovcnt, size_t seg_size, unsigned nseg, bool unchecked);
 /* Let go of a peer swv_shm_route returned without sending to it. NULL is a no-op. */
 void swv_shm_put(struct swv_shm_port *sp, struct swv_shm_peer *p);
 /* Whether p's receiver, alive, has not yet taken what we had written to its ring when

@@ -196,16 +196,20 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p)
 	return (size_t)(q - hdr); /* == oi->hdr_len (checked by test_packet) */
 }
 
+/* Whether a trailer may be built for hdr and a payload of paylen bytes. */
+static bool tail_ok(const uint8_t *hdr, size_t hdr_len, uint32_t paylen)
+{
+	if (!hdr || hdr_len < SWV_BTH_LEN)
+		return false;
+	const struct swv_opcode_info *oi = swv_opcode(hdr[0]);
+	return oi->name && hdr_len == oi->hdr_len &&
+	       body_ok(oi->flags, hdr[8] & SWV_BTH_SACK, paylen) &&
+	       ((hdr[1] >> 4) & 3) == pad_for(paylen);
+}
+
 int swv_pkt_crc_begin(const uint8_t *hdr, size_t hdr_len, uint32_t paylen, uint32_t *crc)
 {
-	if (!hdr || !crc || hdr_len < SWV_BTH_LEN)
-		return EINVAL;
-	const struct swv_opcode_info *oi = swv_opcode(hdr[0]);
-	if (!oi->name || hdr_len != oi->hdr_len)
-		return EINVAL;
-	if (!body_ok(oi->flags, hdr[8] & SWV_BTH_SACK, paylen))
-		return EINVAL;
-	if (((hdr[1] >> 4) & 3) != pad_for(paylen))
+	if (!crc || !tail_ok(hdr, hdr_len, paylen))
 		return EINVAL;
 	*crc = crc_masked_hdr(hdr, hdr_len);
 	return 0;
@@ -235,6 +239,16 @@ size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payloa
 		return 0;
 	crc = swv_crc32(crc, payload, paylen);
 	return swv_pkt_crc_finish(crc, paylen, tail);
+}
+
+size_t swv_pkt_build_tail_unsealed(const uint8_t *hdr, size_t hdr_len, uint32_t paylen,
+				   uint8_t *tail)
+{
+	if (!tail || !tail_ok(hdr, hdr_len, paylen))
+		return 0;
+	uint8_t pad = pad_for(paylen);
+	memset(tail, 0, (size_t)pad + SWV_CRC_LEN);
+	return (size_t)pad + SWV_CRC_LEN;
 }
 
 /* SipHash state after the headers, BTH byte 4 masked as for the CRC. */
@@ -288,14 +302,14 @@ int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out)
 	return swv_pkt_parse_ex(buf, len, false, out);
 }
 
-int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *out)
+int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool no_crc, struct swv_pkt *out)
 {
 	if (!buf || !out || len < SWV_BTH_LEN + SWV_CRC_LEN)
 		return EINVAL;
 
 	/* Integrity first: a corrupted datagram is reported as such (EBADMSG) whatever
 	 * the corruption made its headers look like. A MAC is the QP's to check. */
-	if (!mac) {
+	if (!no_crc) {
 		uint32_t stored = get_trailer(buf + len - SWV_CRC_LEN);
 		uint32_t crc = crc_masked_hdr(buf, SWV_BTH_LEN);
 		crc = swv_crc32(crc, buf + SWV_BTH_LEN, len - SWV_BTH_LEN - SWV_CRC_LEN);

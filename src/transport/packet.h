@@ -108,10 +108,11 @@ struct swv_pkt {
  * payload size vs PMTU, AETH syndrome meaning. */
 int swv_pkt_parse(const uint8_t *buf, size_t len, struct swv_pkt *out);
 
-/* As swv_pkt_parse; with mac set (a device in authenticated mode, docs/wire.md) the
- * trailer is a MAC, which only the QP can check (swv_pkt_mac_ok with the key of the
- * pair): the CRC is not checked, everything else is. */
-int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool mac, struct swv_pkt *out);
+/* As swv_pkt_parse, but with no_crc set the trailer is not checked, everything else
+ * is: a device in authenticated mode (docs/wire.md), where the trailer is a MAC only
+ * the QP can check (swv_pkt_mac_ok with the key of the pair), and a packet of the
+ * intra-host link, which carries no ICRC (docs/design.md, "No ICRC on the ring"). */
+int swv_pkt_parse_ex(const uint8_t *buf, size_t len, bool no_crc, struct swv_pkt *out);
 
 /* Write BTH + the opcode's extension headers from *p into hdr (>= SWV_MAX_HDR_LEN).
  * padcnt is computed from p->paylen (p->padcnt and p->flags are ignored); TVer and BTH
@@ -127,6 +128,11 @@ size_t swv_pkt_build_hdr(uint8_t *hdr, const struct swv_pkt *p);
  * not the opcode's header length, PadCnt in hdr not matching paylen). */
 size_t swv_pkt_build_tail(const uint8_t *hdr, size_t hdr_len, const void *payload,
 			  uint32_t paylen, uint8_t *tail);
+
+/* As swv_pkt_build_tail, with the same checks and length, but the CRC is left zero: a
+ * packet for the intra-host link, whose receiver does not check it. */
+size_t swv_pkt_build_tail_unsealed(const uint8_t *hdr, size_t hdr_len, uint32_t paylen,
+				   uint8_t *tail);
 
 struct swv_sip_key;
 /* Authenticated mode: as swv_pkt_build_tail, but the 32-bit trailer is the low half

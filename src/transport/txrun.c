@@ -37,7 +37,7 @@ static void run_reset(struct swv_txrun *r, struct swv_qp *qp, const struct socka
 	r->to = dst ? dst : &qp->peer;
 	r->n = 0;
 	r->seg = r->total = r->staged = 0;
-	r->closed = false;
+	r->closed = r->unsealed = false;
 	r->iovcnt = 0;
 }
 
@@ -102,7 +102,13 @@ bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 	/* UD in authenticated mode: the key of this destination and DestQP */
 	struct swv_sip_key ud_key;
 	const struct swv_sip_key *key = swv_auth_tx_key(r->qp->auth, r->to, hdr, &ud_key);
-	size_t tlen = swv_pkt_build_tail_mac(key, hdr, hlen, p->payload, p->paylen, tail);
+	/* No MAC and an inbox here: the destination is likely on the intra-host link,
+	 * where the CRC is not checked; swv_txrun_send computes it if not. */
+	struct swv_txslot *sl = &r->slot[r->n];
+	sl->unsealed = !key && r->qp->ep && r->qp->ep->shm;
+	size_t tlen = sl->unsealed ? swv_pkt_build_tail_unsealed(hdr, hlen, p->paylen, tail)
+				   : swv_pkt_build_tail_mac(key, hdr, hlen, p->payload, p->paylen,
+							    tail);
 	if (!tlen)
 		return false;
 	size_t w = hlen + p->paylen + tlen;
@@ -118,6 +124,12 @@ bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 	}
 	r->iov[r->iovcnt].iov_base = tail;
 	r->iov[r->iovcnt++].iov_len = tlen;
+	if (sl->unsealed) {
+		sl->hlen = (uint8_t)hlen;
+		sl->paylen = p->paylen;
+		sl->payload = p->payload;
+		r->unsealed = true;
+	}
 	if (r->n == 0)
 		r->seg = w;
 	else if (w < r->seg)
@@ -125,6 +137,21 @@ bool swv_txrun_add(struct swv_txrun *r, const struct swv_pkt *p)
 	r->total += w;
 	r->n++;
 	return true;
+}
+
+/* The run takes UDP: every packet gets its ICRC (same tail length). */
+static void seal(struct swv_txrun *r)
+{
+	if (!r->unsealed)
+		return;
+	for (unsigned i = 0; i < r->n; i++) {
+		struct swv_txslot *sl = &r->slot[i];
+		if (sl->unsealed)
+			(void)swv_pkt_build_tail(sl->hdr, sl->hlen, sl->payload, sl->paylen,
+						 sl->tail);
+		sl->unsealed = false;
+	}
+	r->unsealed = false;
 }
 
 int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
@@ -137,7 +164,13 @@ int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
 	 * answer it provoked (transport/receive.c, swv_qp_rx_batch). */
 	if (r->qp->resp && r->qp->resp->ack_pending)
 		swv_resp_flush_ack(r->qp);
-	int rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, nsent);
+	int rc = ENOTCONN;
+	if (r->unsealed)
+		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, true, nsent);
+	if (rc == ENOTCONN) {
+		seal(r);
+		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, false, nsent);
+	}
 	if (swv_likely(!rc))
 		return 0;
 	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)

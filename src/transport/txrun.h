@@ -5,7 +5,9 @@
  * A run is one or more IB packets of one QP to one destination, each described by a
  * struct swv_pkt. swv_txrun_add builds its headers and its trailer (pad and CRC, or in
  * authenticated mode the MAC under the key of that destination); the payload stays
- * where it is and is gathered by iovec. swv_txrun_send applies the destination rules
+ * where it is and is gathered by iovec. On an endpoint with an inbox the CRC is left
+ * out (zero) and computed only if the run cannot take the intra-host link, whose
+ * receiver does not check it (docs/design.md, "No ICRC on the ring"). swv_txrun_send applies the destination rules
  * and hands the run to the link (swv_qp_xmit): a run of one packet is a plain datagram,
  * a longer one a UDP GSO send when the endpoint can. Every packet is complete on its
  * own (BTH, its extension headers, payload, pad, CRC), so the receiver sees exactly the
@@ -38,6 +40,12 @@ struct swv_pkt;
 struct swv_txslot {
 	uint8_t hdr[SWV_MAX_HDR_LEN];
 	uint8_t tail[SWV_MAX_TAIL_LEN + 1];
+	/* Unsealed (pad and a zero ICRC): what the CRC is computed over should the run
+	 * take UDP after all (swv_txrun_send). */
+	bool unsealed;
+	uint8_t hlen;
+	uint32_t paylen;
+	const void *payload;
 };
 
 struct swv_txrun {
@@ -47,6 +55,7 @@ struct swv_txrun {
 	size_t seg;		      /* wire length of the first packet: the GSO segment size */
 	size_t total;		      /* bytes of all packets */
 	bool closed;		      /* a shorter packet was added: it must stay the last */
+	bool unsealed;		      /* some packet carries no ICRC (swv_txrun_add) */
 	int iovcnt;
 	size_t staged, stage_cap; /* bytes of the staging area in use, its size */
 	struct iovec *iov;	  /* 3 per packet: header | payload | tail */

@@ -480,6 +480,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct swv_rx_pkt *rp = &bt.pkts[bt.n];
 		rp->buf = b;
 		rp->len = len;
+		rp->unchecked = false; /* as from UDP: FQ_FIXCRC decides whether it passes */
 		memset(&rp->src, 0, sizeof(rp->src));
 		rp->src.sin_family = AF_INET;
 		rp->src.sin_addr.s_addr =

@@ -40,7 +40,8 @@ static int ntx;
 static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, unsigned *nsent)
+		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		unsigned *nsent)
 {
 	static uint8_t dgram[8192];
 	size_t len = 0;

@@ -24,7 +24,8 @@ static struct {
 } sent;
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, unsigned *nsent)
+		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		unsigned *nsent)
 {
 	uint8_t dgram[128];
 	size_t len = 0;

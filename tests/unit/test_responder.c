@@ -36,7 +36,8 @@ static int nsent;
 static int xmit_fail_at = -1; /* the packet that finds the socket full (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, unsigned *nout)
+		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		unsigned *nout)
 {
 	static uint8_t dgram[8192];
 	size_t len = 0;

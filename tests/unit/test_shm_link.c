@@ -13,6 +13,9 @@
  *  5. The backlog a requester's ACK timeout asks about (swv_ep_backlog): packets its
  *     live receiver has not taken yet count; once taken, or when the owner is dead,
  *     they do not (a dead peer must still end in RETRY_EXC_ERR).
+ *  6. A ring-only send (swv_ep_send_ring, for packets without ICRC): its records say
+ *     "unchecked", a plain send's do not, whatever the ring held before; towards a
+ *     destination without an inbox it sends nothing and answers ENOTCONN.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -98,7 +101,7 @@ static void test_corrupt(struct swvt_rc_side *a, struct swvt_rc_side *b)
 	struct iovec v = {pkt, sizeof(pkt)};
 	struct swv_shm_stats before, after;
 	swv_shm_get_stats(eb->shm, &before);
-	CHECK_OK(swv_shm_send(other.shm, p, &v, 1, 0, 1)); /* a sound record of junk bytes */
+	CHECK_OK(swv_shm_send(other.shm, p, &v, 1, 0, 1, false)); /* a sound record of junk bytes */
 	uint64_t until = swv_now_ns() + 30000000000ull;
 	do { /* b's progress takes it; the parser drops it */
 		swv_shm_get_stats(eb->shm, &after);
@@ -117,7 +120,7 @@ static void test_corrupt(struct swvt_rc_side *a, struct swvt_rc_side *b)
 	/* The same ring carries sound records afterwards. */
 	uint64_t taken = after.rx_pkts;
 	CHECK(swv_shm_route(other.shm, &to) == p);
-	CHECK_OK(swv_shm_send(other.shm, p, &v, 1, 0, 1));
+	CHECK_OK(swv_shm_send(other.shm, p, &v, 1, 0, 1, false));
 	do {
 		swv_shm_get_stats(eb->shm, &after);
 		CHECK(swv_now_ns() < until);
@@ -208,6 +211,48 @@ static void test_backlog(void)
 	swv_ep_close(&rx);
 }
 
+/* 6 */
+static void test_unchecked(void)
+{
+	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+	struct swv_endpoint rx, tx;
+	CHECK_OK(swv_ep_open(&rx, lo, NULL));
+	CHECK_OK(swv_ep_attach_shm(&rx));
+	CHECK_OK(swv_ep_open(&tx, lo, NULL));
+	CHECK_OK(swv_ep_attach_shm(&tx));
+	struct sockaddr_in to = swv_ep_sockaddr(&rx);
+	uint8_t pkt[2][64] = {{1}, {2}};
+	struct iovec v = {pkt, sizeof(pkt)};
+	unsigned nsent = 0;
+	CHECK_OK(swv_ep_send_ring(&tx, &to, &v, 1, 64, 2, &nsent));
+	CHECK_EQ(nsent, 2u);
+	v.iov_len = 64;
+	CHECK_OK(swv_ep_send(&tx, &to, &v, 1));
+	struct swv_rx_pkt got[4];
+	memset(got, 0xff, sizeof(got)); /* stale fields must not survive a take */
+	CHECK_EQ(swv_shm_rx_take(rx.shm, got, 4), 3);
+	CHECK(got[0].unchecked && got[1].unchecked && !got[2].unchecked);
+	CHECK(got[0].buf[0] == 1 && got[1].buf[0] == 2 && got[2].buf[0] == 1);
+	swv_shm_rx_release(rx.shm);
+	/* a plain UDP destination: nothing sent */
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	CHECK(fd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = lo};
+	socklen_t sl = sizeof(sa);
+	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	nsent = 9;
+	CHECK_EQ(swv_ep_send_ring(&tx, &sa, &v, 1, 0, 1, &nsent), ENOTCONN);
+	CHECK_EQ(nsent, 0u);
+	CHECK_OK(swv_ep_send(&tx, &sa, &v, 1)); /* UDP, and the only datagram there */
+	uint8_t b[128];
+	CHECK_EQ(recv(fd, b, sizeof(b), 0), 64);
+	CHECK(recv(fd, b, sizeof(b), 0) < 0);
+	close(fd);
+	swv_ep_close(&tx);
+	swv_ep_close(&rx);
+}
+
 /* 4 */
 static void switch_off_child(void)
 {
@@ -238,5 +283,6 @@ int main(void)
 	test_udp_destination(&a);
 	swvt_rc_pair_close(&a, &b);
 	test_backlog();
+	test_unchecked();
 	return 0;
 }

@@ -296,7 +296,7 @@ static void doorbell_lost(void)
 	struct iovec v = {pkt, sizeof(pkt)};
 	struct swv_shm_peer *p1 = swv_shm_route(s1, &to);
 	CHECK(p1);
-	CHECK_OK(swv_shm_send(s1, p1, &v, 1, 0, 1)); /* its doorbell is lost */
+	CHECK_OK(swv_shm_send(s1, p1, &v, 1, 0, 1, false)); /* its doorbell is lost */
 	CHECK_OK(send_one(&s2, &to));		     /* a healthy sender: rings? */
 
 	int bells = 0;
@@ -703,7 +703,7 @@ static void *churn_sender(void *arg)
 			struct swv_shm_peer *p = swv_shm_route(c->s->shm, &to);
 			if (p && k % 2)
 				sched_yield();
-			rc = p ? swv_shm_send(c->s->shm, p, &v, 1, 0, 1)
+			rc = p ? swv_shm_send(c->s->shm, p, &v, 1, 0, 1, false)
 			       : swv_ep_send(c->s, &to, &v, 1);
 			if (rc == EAGAIN)
 				sched_yield(); /* a full ring: the drainer is behind */

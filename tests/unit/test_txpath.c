@@ -6,7 +6,9 @@
  * destination in authenticated mode, per packet for UD); destination QPN 0 reaches
  * no endpoint; EAGAIN/EWOULDBLOCK/ENOBUFS come back as EAGAIN (retry later), any other
  * error as a lost packet; an ACKNOWLEDGE's SACK map is a body a run takes; an ACK the
- * responder left pending leaves before any later packet of the QP.
+ * responder left pending leaves before any later packet of the QP. On an endpoint
+ * with an inbox a run first tries the intra-host link with no ICRC (zero), and gets
+ * its ICRC only when it takes UDP after all; a MAC is never left out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,12 +30,14 @@
 
 static struct {
 	int sends, gsos;       /* calls of swv_ep_send, swv_ep_send_gso */
+	int rings;	       /* calls of swv_ep_send_ring */
 	unsigned npkts;	       /* packets of the last call */
 	size_t seg, len;       /* its segment size, its bytes */
 	struct sockaddr_in to; /* its destination */
 	uint8_t bytes[SWV_EP_GSO_MAX_BYTES];
 } ep_log;
-static int ep_rc; /* what the next call returns */
+static int ep_rc;   /* what the next call returns */
+static int ring_rc; /* what swv_ep_send_ring returns (ENOTCONN: no inbox there) */
 
 static size_t gather(const struct iovec *iov, int iovcnt)
 {
@@ -71,6 +75,23 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst, cons
 	return ep_rc;
 }
 
+int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		     unsigned *nsent)
+{
+	(void)ep;
+	ep_log.rings++;
+	*nsent = 0;
+	if (ring_rc == ENOTCONN)
+		return ENOTCONN;
+	ep_log.npkts = nseg;
+	ep_log.to = *dst;
+	ep_log.len = gather(iov, iovcnt);
+	ep_log.seg = nseg == 1 ? ep_log.len : seg_size;
+	*nsent = ring_rc ? 0 : nseg;
+	return ring_rc;
+}
+
 /* The responder's ACK flush, modelled: it records how many datagrams the link had
  * been given when it was asked, and sends nothing itself. */
 static struct {
@@ -99,6 +120,8 @@ static void setup(enum ibv_qp_type type, bool auth)
 	memset(&ep_log, 0, sizeof(ep_log));
 	memset(&flush_log, 0, sizeof(flush_log));
 	ep_rc = 0;
+	ring_rc = ENOTCONN;
+	ep.shm = NULL;
 	swv_qp_transport_attach(&qp, &qp_tp);
 	qp.type = type;
 	qp.qpn = 0x11;
@@ -370,6 +393,60 @@ static void test_auth(void)
 	}
 }
 
+/* An endpoint with an inbox: a run goes to the ring unsealed (zero ICRC, everything
+ * else as on UDP), and when the destination has no inbox it leaves by UDP with every
+ * packet's ICRC computed; a full ring is EAGAIN, not a fall back to UDP. */
+static void test_ring_unsealed(void)
+{
+	static uint8_t data[2100];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7);
+	for (int take_udp = 0; take_udp < 2; take_udp++) {
+		setup(IBV_QPT_RC, false);
+		ep.shm = (struct swv_shm_port *)&ep; /* only tested for NULL by txrun */
+		ring_rc = take_udp ? ENOTCONN : 0;
+		struct swv_txrun *r = swv_txrun_begin(&qp, NULL);
+		CHECK_PTR(r);
+		struct swv_pkt p = pkt(SWV_OP_RC | SWV_OP_SEND_FIRST, 3, data, 1024);
+		CHECK(swv_txrun_add(r, &p));
+		p = pkt(SWV_OP_RC | SWV_OP_SEND_LAST, 4, data + 1024, 1021); /* padded */
+		CHECK(swv_txrun_add(r, &p));
+		unsigned n = 0;
+		CHECK_OK(swv_txrun_send(r, &n));
+		CHECK_EQ(n, 2u);
+		CHECK_EQ(ep_log.rings, 1);
+		CHECK_EQ(ep_log.gsos, take_udp);
+		for (unsigned i = 0; i < 2; i++) {
+			const uint8_t *wire;
+			size_t len;
+			struct swv_pkt q = sent_pkt(i, true, &wire, &len);
+			CHECK_EQ(q.psn, 3u + i);
+			CHECK(memcmp(q.payload, data + 1024 * i, q.paylen) == 0);
+			static const uint8_t zero[SWV_CRC_LEN];
+			bool crc_zero = memcmp(wire + len - SWV_CRC_LEN, zero, SWV_CRC_LEN) == 0;
+			CHECK_EQ(crc_zero, !take_udp);
+			/* on UDP the ICRC is the real one */
+			CHECK_EQ(swv_pkt_parse_ex(wire, len, false, &q) == 0, (bool)take_udp);
+		}
+	}
+	/* a full ring: EAGAIN, and nothing went by UDP */
+	setup(IBV_QPT_RC, false);
+	ep.shm = (struct swv_shm_port *)&ep;
+	ring_rc = EAGAIN;
+	struct swv_pkt p = pkt(SWV_OP_RC | SWV_OP_SEND_ONLY, 9, data, 64);
+	CHECK_EQ(swv_tx_pkt(&qp, NULL, &p), EAGAIN);
+	CHECK_EQ(ep_log.rings, 1);
+	CHECK_EQ(ep_log.sends + ep_log.gsos, 0);
+	/* authenticated mode: the MAC is always there, and no ring-only attempt is made */
+	setup(IBV_QPT_RC, true);
+	ep.shm = (struct swv_shm_port *)&ep;
+	ring_rc = 0;
+	CHECK_OK(swv_tx_pkt(&qp, NULL, &p));
+	CHECK_EQ(ep_log.rings, 0);
+	CHECK_EQ(ep_log.sends, 1);
+	ep.shm = NULL;
+}
+
 int main(void)
 {
 	test_single();
@@ -379,6 +456,7 @@ int main(void)
 	test_errors();
 	test_sack_ack();
 	test_auth();
+	test_ring_unsealed();
 	printf("test_txpath: OK\n");
 	return 0;
 }
