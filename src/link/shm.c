@@ -1161,13 +1161,13 @@ int swv_shm_rx_take(struct swv_shm_port *sp, struct swv_rx_pkt *out, int max)
 			if (tail - pos > SWV_SHM_RING_BYTES || (pos & 7))
 				goto corrupt;
 			memcpy(&len, ring + off, sizeof(len));
-			/* read once: the sender can still write it */
-			uint32_t flags = __atomic_load_n((uint32_t *)(ring + off + 4),
-							 __ATOMIC_RELAXED);
 			if (len == REC_WRAP) {
 				pos += SWV_SHM_RING_BYTES - off;
 				continue;
 			}
+			/* read once: the sender can still write it */
+			uint32_t flags = __atomic_load_n((uint32_t *)(ring + off + 4),
+							 __ATOMIC_RELAXED);
 			uint64_t need = REC_HDR + round8(len);
 			if (len > SHM_MAX_PKT || off + need > SWV_SHM_RING_BYTES ||
 			    need > tail - pos)

@@ -7,11 +7,12 @@
  * authenticated mode the MAC under the key of that destination); the payload stays
  * where it is and is gathered by iovec. On an endpoint with an inbox the CRC is left
  * out (zero) and computed only if the run cannot take the intra-host link, whose
- * receiver does not check it (docs/design.md, "No ICRC on the ring"). swv_txrun_send applies the destination rules
- * and hands the run to the link (swv_qp_xmit): a run of one packet is a plain datagram,
- * a longer one a UDP GSO send when the endpoint can. Every packet is complete on its
- * own (BTH, its extension headers, payload, pad, CRC), so the receiver sees exactly the
- * datagrams a packet-by-packet sender would have produced. The GSO rule shapes a run:
+ * receiver does not check it (docs/design.md, "No ICRC on the ring"). swv_txrun_send
+ * applies the destination rules and hands the run to the link (swv_qp_xmit): a run of
+ * one packet is a plain datagram, a longer one a UDP GSO send when the endpoint can.
+ * Every packet is complete on its own (BTH, its extension headers, payload, pad, CRC),
+ * so the receiver sees exactly the datagrams a packet-by-packet sender would have
+ * produced. The GSO rule shapes a run:
  * every packet has the wire length of the first, except the last, which may be
  * shorter; swv_txrun_fits says whether one more packet can join. At most
  * SWV_EP_GSO_MAX_SEGS packets and SWV_EP_GSO_MAX_BYTES bytes.

@@ -112,8 +112,10 @@ def record_members(node, prefix=""):
 
 
 def collect(decls):
+    """Enums, enumerators, records, functions, typedefs, and the functions that are not
+    inline (the library must export those)."""
     enums, enumerators, records, functions, typedefs = {}, [], {}, {}, {}
-    global extern_funcs
+    extern_funcs = set()
     for n in decls:
         k = n["kind"]
         if k == "EnumDecl":
@@ -132,10 +134,8 @@ def collect(decls):
                 extern_funcs.add(n["name"])
         elif k == "TypedefDecl":
             typedefs[n["name"]] = n["type"]["qualType"]
-    return enums, enumerators, records, functions, typedefs
+    return enums, enumerators, records, functions, typedefs, extern_funcs
 
-
-extern_funcs = set()  # the reference's functions that are not inline: the library must export them
 
 MACRO_RE = re.compile(r"^#define (\w+)(\([^)]*\))? ?(.*)$")
 
@@ -233,9 +233,8 @@ def macro_facts(r_macros, builtin):
 
 def extract(ref, cc, clang, workdir):
     """The digest: every fact of the reference the check needs, as JSON-able data."""
-    global extern_funcs
-    extern_funcs = set()
-    enums, enumerators, records, funcs, typedefs = collect(ast_decls(clang, ref, workdir, "ref"))
+    enums, enumerators, records, funcs, typedefs, extern_funcs = collect(
+        ast_decls(clang, ref, workdir, "ref"))
     mfacts, int_cands = macro_facts(macros(cc, ref, workdir, "ref"), builtin_macros(cc, workdir))
     vals = ref_values(cc, ref, workdir, enumerators, records, int_cands)
     return {
@@ -275,7 +274,7 @@ def write_digest(d, path):
 def check(d, ours, cc, clang, workdir, lib):
     """Differences of swverbs' header (and library) from the digest d."""
     r_records = {k: [tuple(m) for m in v] for k, v in d["records"].items()}
-    _, _, o_records, _, _ = collect(ast_decls(clang, ours, workdir, "ours"))
+    o_records = collect(ast_decls(clang, ours, workdir, "ours"))[2]
     o_macros = macros(cc, ours, workdir, "ours")
 
     counts = {"enumerators": len(d["enumerators"]), "records": len(r_records),

@@ -136,16 +136,24 @@ static void test_corrupt(struct swvt_rc_side *a, struct swvt_rc_side *b)
 	CHECK(!memcmp(pa + 1000, pb + 1000, 3000));
 }
 
+/* A UDP socket on a port of its own at addr (no inbox), its address in *sa. */
+static int udp_socket(struct in_addr addr, struct sockaddr_in *sa)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(fd >= 0);
+	*sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = addr};
+	socklen_t sl = sizeof(*sa);
+	CHECK_OK(bind(fd, (struct sockaddr *)sa, sizeof(*sa)));
+	CHECK_OK(getsockname(fd, (struct sockaddr *)sa, &sl));
+	return fd;
+}
+
 /* 3 */
 static void test_udp_destination(struct swvt_rc_side *a)
 {
 	struct swv_endpoint *ea = swvt_rc_ep(a);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	CHECK(fd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ea->addr};
-	socklen_t sl = sizeof(sa);
-	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	struct sockaddr_in sa;
+	int fd = udp_socket(ea->addr, &sa);
 	CHECK(swv_shm_route(ea->shm, &sa) == NULL);
 	CHECK(swv_shm_route(ea->shm, &sa) == NULL);
 	/* swv_ep_send then sends a datagram, which the socket receives. */
@@ -198,12 +206,8 @@ static void test_backlog(void)
 	CHECK(!swv_ep_backlog(&tx, &to, &mark));
 	swv_shm_test_set_owner_pid(rx.shm, (int32_t)getpid());
 	/* Not reached through an inbox (a plain UDP destination): no backlog to know of. */
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	CHECK(fd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = lo};
-	socklen_t sl = sizeof(sa);
-	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	struct sockaddr_in sa;
+	int fd = udp_socket(lo, &sa);
 	mark = 0;
 	CHECK(!swv_ep_backlog(&tx, &sa, &mark));
 	close(fd);
@@ -235,19 +239,15 @@ static void test_unchecked(void)
 	CHECK(got[0].buf[0] == 1 && got[1].buf[0] == 2 && got[2].buf[0] == 1);
 	swv_shm_rx_release(rx.shm);
 	/* a plain UDP destination: nothing sent */
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-	CHECK(fd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = lo};
-	socklen_t sl = sizeof(sa);
-	CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	struct sockaddr_in sa;
+	int fd = udp_socket(lo, &sa);
 	nsent = 9;
 	CHECK_EQ(swv_ep_send_ring(&tx, &sa, &v, 1, 0, 1, &nsent), ENOTCONN);
 	CHECK_EQ(nsent, 0u);
 	CHECK_OK(swv_ep_send(&tx, &sa, &v, 1)); /* UDP, and the only datagram there */
 	uint8_t b[128];
 	CHECK_EQ(recv(fd, b, sizeof(b), 0), 64);
-	CHECK(recv(fd, b, sizeof(b), 0) < 0);
+	CHECK(recv(fd, b, sizeof(b), MSG_DONTWAIT) < 0);
 	close(fd);
 	swv_ep_close(&tx);
 	swv_ep_close(&rx);
