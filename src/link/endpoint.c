@@ -521,17 +521,10 @@ static inline void txb_drain(void)
 		txb_flush(b);
 }
 
-int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
-		int iovcnt)
+/* One datagram by UDP (the intra-host link was not taken). */
+static int udp_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
+		    int iovcnt)
 {
-	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
-			 iovcnt > EP_MAX_IOV))
-		return EINVAL;
-	if (ep->shm) {
-		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
-		if (p)
-			return swv_shm_send(ep->shm, p, iov, iovcnt, 0, 1, false);
-	}
 	atomic_fetch_add_explicit(&ep->udp_tx, 1, memory_order_relaxed);
 	if (txb_queue(ep, dst, iov, iovcnt))
 		return 0;
@@ -548,6 +541,20 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 	if (total > 65507) /* the largest UDP/IPv4 payload */
 		return EMSGSIZE;
 	return fault_send(ep, dst, iov, iovcnt, total);
+}
+
+int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
+		int iovcnt)
+{
+	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
+			 iovcnt > EP_MAX_IOV))
+		return EINVAL;
+	if (ep->shm) {
+		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
+		if (p)
+			return swv_shm_send(ep->shm, p, iov, iovcnt, 0, 1, false);
+	}
+	return udp_send(ep, dst, iov, iovcnt);
 }
 
 int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
@@ -699,7 +706,7 @@ static int iov_take(const struct iovec *iov, int iovcnt, int *vi, size_t *voff, 
 	return n;
 }
 
-/* One packet per sendmsg (through swv_ep_send, so the fault injector sees each). */
+/* One packet per sendmsg (through udp_send, so the fault injector sees each). */
 static int send_each(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
 		     size_t total, unsigned *nsent)
@@ -715,7 +722,7 @@ static int send_each(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 			*nsent = i;
 			return EINVAL;
 		}
-		int rc = swv_ep_send(ep, dst, sub, n);
+		int rc = udp_send(ep, dst, sub, n);
 		if (rc == EAGAIN || rc == ENOBUFS) {
 			*nsent = i;
 			return rc;
@@ -727,33 +734,11 @@ static int send_each(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 	return err;
 }
 
-int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
-		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
-		    unsigned *nsent)
+/* nseg packets by UDP: one GSO send when the socket takes it, else one by one. */
+static int udp_send_run(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+			const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+			size_t total, unsigned *nsent)
 {
-	unsigned dummy;
-	if (!nsent)
-		nsent = &dummy;
-	*nsent = 0;
-	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
-			 iovcnt > EP_MAX_IOV || !seg_size || !nseg ||
-			 nseg > SWV_EP_GSO_MAX_SEGS || seg_size > UINT16_MAX))
-		return EINVAL;
-	size_t total = 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
-	/* Every packet but the last is exactly seg_size; the last 1..seg_size bytes. */
-	if (total <= (size_t)(nseg - 1) * seg_size || total > (size_t)nseg * seg_size ||
-	    total > SWV_EP_GSO_MAX_BYTES)
-		return EINVAL;
-	if (ep->shm) {
-		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
-		if (p) {
-			int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg, false);
-			*nsent = rc ? 0 : nseg;
-			return rc;
-		}
-	}
 	if (nseg == 1 || !swv_ep_gso_usable(ep))
 		return send_each(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
 	txb_drain(); /* keep this thread's datagrams in order */
@@ -801,6 +786,63 @@ int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		}
 		return err; /* like a lost datagram (nothing sent) */
 	}
+}
+
+/* The shape every run must have (swv_ep_send_gso): 0 and its byte count, or EINVAL. */
+static int run_shape(const struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		     size_t *total)
+{
+	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
+			 iovcnt > EP_MAX_IOV || !seg_size || !nseg ||
+			 nseg > SWV_EP_GSO_MAX_SEGS || seg_size > UINT16_MAX))
+		return EINVAL;
+	size_t t = 0;
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	/* Every packet but the last is exactly seg_size; the last 1..seg_size bytes. */
+	if (t <= (size_t)(nseg - 1) * seg_size || t > (size_t)nseg * seg_size ||
+	    t > SWV_EP_GSO_MAX_BYTES)
+		return EINVAL;
+	*total = t;
+	return 0;
+}
+
+int swv_ep_send_gso(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		    unsigned *nsent)
+{
+	unsigned dummy;
+	if (!nsent)
+		nsent = &dummy;
+	*nsent = 0;
+	size_t total;
+	if (run_shape(ep, dst, iov, iovcnt, seg_size, nseg, &total))
+		return EINVAL;
+	if (ep->shm) {
+		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
+		if (p) {
+			int rc = swv_shm_send(ep->shm, p, iov, iovcnt, seg_size, nseg, false);
+			*nsent = rc ? 0 : nseg;
+			return rc;
+		}
+	}
+	return udp_send_run(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
+}
+
+int swv_ep_send_udp(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		    unsigned *nsent)
+{
+	*nsent = 0;
+	size_t total;
+	if (run_shape(ep, dst, iov, iovcnt, seg_size, nseg, &total))
+		return EINVAL;
+	if (nseg > 1)
+		return udp_send_run(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
+	int rc = udp_send(ep, dst, iov, iovcnt);
+	*nsent = rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS ? 0 : 1;
+	return rc;
 }
 
 void swv_ep_enable_gro(struct swv_endpoint *ep)

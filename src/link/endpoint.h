@@ -2,9 +2,10 @@
  * Endpoint: the link layer's port, one UDP socket bound to the device IP on an ephemeral
  * port. Owner: link. Every packet leaves through swv_ep_send / swv_ep_send_gso, which
  * hand it to the intra-host link (link/shm.h) when the destination has an inbox on this
- * host and send it as a datagram otherwise. Sending is thread-safe (any thread may transmit); receiving is done only by the
- * owning context's progress thread. The fault injector, when configured, sits in
- * swv_ep_send and swv_ep_flush_delayed.
+ * host and send it as a datagram otherwise, or through swv_ep_send_ring /
+ * swv_ep_send_udp, which take one link each. Sending is thread-safe (any thread may
+ * transmit); receiving is done only by the owning context's progress thread. The fault
+ * injector, when configured, sits on the UDP send path and in swv_ep_flush_delayed.
  */
 #ifndef SWV_LINK_ENDPOINT_H
 #define SWV_LINK_ENDPOINT_H
@@ -118,6 +119,13 @@ int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const st
 int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
 		     unsigned *nsent);
+
+/* Send nseg packets (as swv_ep_send_gso) by UDP only, with no look at the intra-host
+ * link: for a sender that just learnt from swv_ep_send_ring that dst is not reached
+ * through it (one route lookup per run). Results as swv_ep_send_gso's. */
+int swv_ep_send_udp(struct swv_endpoint *ep, const struct sockaddr_in *dst,
+		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
+		    unsigned *nsent);
 
 /* Direct placement towards dst (link/shm.h, swv_shm_direct): 0 when every byte was
  * placed, else an errno and the caller sends the payload as usual (ENOTSUP: dst is not

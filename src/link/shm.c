@@ -115,7 +115,9 @@ struct swv_shm_peer {
 	uint8_t *_Atomic ring;
 	struct shm_hdr *hdr;
 	struct shm_slot *slot;
-	uint64_t retry_at;    /* a miss: when to look again (under the port's lock) */
+	/* A miss: when to look again (coarse ns). Written under the port's lock, read
+	 * without it on the send path (at worst one early or late look). */
+	_Atomic uint64_t retry_at;
 	_Atomic bool stale;   /* the inbox closed: look the destination up afresh */
 	pthread_mutex_t lock; /* orders the producers of this ring */
 	uint64_t tail;	      /* producer position (under lock) */
@@ -191,11 +193,15 @@ void swv_shm_test_set_idle(uint64_t ns)
 	atomic_store(&idle_ns, ns);
 }
 
-static inline void peer_touch(struct swv_shm_peer *p)
+static inline void peer_touch_at(struct swv_shm_peer *p, uint64_t t)
 {
-	uint64_t t = coarse_now_ns();
 	if (atomic_load_explicit(&p->last_used, memory_order_relaxed) != t)
 		atomic_store_explicit(&p->last_used, t, memory_order_relaxed);
+}
+
+static inline void peer_touch(struct swv_shm_peer *p)
+{
+	peer_touch_at(p, coarse_now_ns());
 }
 
 static inline void peer_hold(struct swv_shm_peer *p)
@@ -614,7 +620,7 @@ static void peer_detach(struct swv_shm_peer *p, bool release)
 	p->slot = NULL;
 	p->tail = 0;
 	p->head_seen = 0;
-	p->retry_at = 0;
+	atomic_store_explicit(&p->retry_at, 0, memory_order_relaxed);
 	p->owner_checked = 0;
 	atomic_store(&p->stale, false);
 	atomic_store(&p->direct_ok, false);
@@ -855,18 +861,18 @@ static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct soc
 {
 	unsigned n = atomic_load_explicit(&sp->npeers, memory_order_relaxed);
 	struct swv_shm_peer *p = NULL;
-	uint64_t now = swv_now_ns();
+	uint64_t now = coarse_now_ns();
 
 	for (unsigned i = n; i-- > 0;) {
 		if (atomic_load(&sp->peers[i]->key) != key || atomic_load(&sp->peers[i]->stale))
 			continue;
 		p = sp->peers[i];
-		peer_touch(p);
+		peer_touch_at(p, now);
 		if (atomic_load_explicit(&p->ring, memory_order_acquire)) {
 			peer_hold(p); /* under the lock: evict() cannot run */
 			return p;     /* another thread resolved it */
 		}
-		if (now < p->retry_at)
+		if (now < atomic_load_explicit(&p->retry_at, memory_order_relaxed))
 			return NULL;
 		break; /* a miss due for another look: fill it in place */
 	}
@@ -893,7 +899,8 @@ static struct swv_shm_peer *route_slow(struct swv_shm_port *sp, const struct soc
 			atomic_store_explicit(&sp->npeers, n + 1, memory_order_release);
 	}
 	if (peer_attach(sp, p, dst)) {
-		p->retry_at = now + SWV_SHM_MISS_TTL_NS;
+		atomic_store_explicit(&p->retry_at, now + SWV_SHM_MISS_TTL_NS,
+				      memory_order_relaxed);
 		return NULL;
 	}
 	peer_hold(p);
@@ -929,16 +936,15 @@ struct swv_shm_peer *swv_shm_route(struct swv_shm_port *sp, const struct sockadd
 			swv_shm_put(sp, p);
 			break;
 		}
-		/* A remembered miss: UDP until it is due for another look. The lock keeps
-		 * retry_at consistent; the look itself is rare. */
-		pthread_mutex_lock(&sp->lock);
-		bool same = atomic_load(&p->key) == key;
-		uint64_t due = same ? p->retry_at : 0;
-		if (same)
-			peer_touch(p);
-		pthread_mutex_unlock(&sp->lock);
-		if (swv_now_ns() < due)
+		/* A remembered miss: UDP until it is due for another look, with no lock on
+		 * the way of every packet to a destination off this host. evict() may give
+		 * the entry to another destination meanwhile: then this is one early or
+		 * late look, the slow path decides under the lock. */
+		uint64_t now = coarse_now_ns();
+		if (now < atomic_load_explicit(&p->retry_at, memory_order_relaxed)) {
+			peer_touch_at(p, now);
 			return NULL;
+		}
 		break;
 	}
 	pthread_mutex_lock(&sp->lock);

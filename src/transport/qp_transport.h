@@ -120,13 +120,19 @@ void swv_qp_set_timer(struct swv_qp *qp, uint64_t deadline_ns);
  * towards to: one plain datagram for one packet, else a GSO send of seg-byte segments
  * (swv_ep_send_gso). Destination QPN 0 (UDP port 0, which no socket can have) goes
  * nowhere, as a packet to an absent QP would: every packet counts as sent. Returns 0
- * or a positive errno, with *nsent the packets that left. ring_only: the packets carry
- * no ICRC, so they may leave only through the intra-host link: ENOTCONN, nothing sent,
- * when to is not reached through it (swv_ep_send_ring).
+ * or a positive errno, with *nsent the packets that left. path: SWV_XMIT_RING for
+ * packets that carry no ICRC, so may leave only through the intra-host link (ENOTCONN,
+ * nothing sent, when to is not reached through it: swv_ep_send_ring); SWV_XMIT_UDP for
+ * the same run sealed after that answer (no second route lookup: swv_ep_send_udp).
  * Only swv_txrun_send calls it (transport/txrun.h). */
+enum swv_xmit_path {
+	SWV_XMIT_ANY,  /* the intra-host link if it reaches to, else UDP */
+	SWV_XMIT_RING, /* the intra-host link or nothing */
+	SWV_XMIT_UDP,  /* UDP, known not to be reached through the intra-host link */
+};
 struct iovec;
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, bool ring_only, unsigned *nsent);
+		int iovcnt, size_t seg, unsigned npkts, enum swv_xmit_path path, unsigned *nsent);
 
 /* ---- triggered operations (trig_run.c; the lists are core/trig.h) ---- */
 

@@ -164,12 +164,18 @@ int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
 	 * answer it provoked (transport/receive.c, swv_qp_rx_batch). */
 	if (r->qp->resp && r->qp->resp->ack_pending)
 		swv_resp_flush_ack(r->qp);
-	int rc = ENOTCONN;
-	if (r->unsealed)
-		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, true, nsent);
-	if (rc == ENOTCONN) {
-		seal(r);
-		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, false, nsent);
+	int rc;
+	if (r->unsealed) {
+		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, SWV_XMIT_RING,
+				 nsent);
+		if (rc == ENOTCONN) {
+			seal(r);
+			rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n,
+					 SWV_XMIT_UDP, nsent);
+		}
+	} else {
+		rc =
+		    swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, SWV_XMIT_ANY, nsent);
 	}
 	if (swv_likely(!rc))
 		return 0;

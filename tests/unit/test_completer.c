@@ -40,7 +40,7 @@ static int ntx;
 static uint16_t refused_port; /* datagrams to this UDP port are refused (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		int iovcnt, size_t seg, unsigned npkts, enum swv_xmit_path path,
 		unsigned *nsent)
 {
 	static uint8_t dgram[8192];
@@ -48,6 +48,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct io
 	struct swv_pkt p;
 
 	(void)qp, (void)seg;
+	CHECK(path == SWV_XMIT_ANY); /* no inbox here: no ring-only attempt */
 	*nsent = 0;
 	CHECK_EQ(npkts, 1u); /* GSO is off */
 	if (refused_port && ntohs(to->sin_port) == refused_port)

@@ -24,7 +24,7 @@ static struct {
 } sent;
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		int iovcnt, size_t seg, unsigned npkts, enum swv_xmit_path path,
 		unsigned *nsent)
 {
 	uint8_t dgram[128];
@@ -33,6 +33,7 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct io
 	uint32_t be;
 
 	(void)seg;
+	CHECK(path == SWV_XMIT_ANY); /* no inbox here: no ring-only attempt */
 	CHECK(to == &qp->peer); /* to the connected peer */
 	CHECK_EQ(npkts, 1u);
 	for (int i = 0; i < iovcnt; i++) {

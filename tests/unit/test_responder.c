@@ -36,13 +36,14 @@ static int nsent;
 static int xmit_fail_at = -1; /* the packet that finds the socket full (EAGAIN) */
 
 int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct iovec *iov,
-		int iovcnt, size_t seg, unsigned npkts, bool ring_only,
+		int iovcnt, size_t seg, unsigned npkts, enum swv_xmit_path path,
 		unsigned *nout)
 {
 	static uint8_t dgram[8192];
 	size_t len = 0;
 
 	(void)to, (void)seg;
+	CHECK(path == SWV_XMIT_ANY); /* no inbox here: no ring-only attempt */
 	*nout = 0;
 	CHECK_EQ(npkts, 1u); /* no endpoint: no GSO runs */
 	if (xmit_fail_at == nsent) {

@@ -16,6 +16,9 @@
  *  6. A ring-only send (swv_ep_send_ring, for packets without ICRC): its records say
  *     "unchecked", a plain send's do not, whatever the ring held before; towards a
  *     destination without an inbox it sends nothing and answers ENOTCONN.
+ *  7. A UDP-only send (swv_ep_send_udp, the same run after that answer) takes UDP even
+ *     towards a destination with an inbox: one datagram per packet at its socket, nothing
+ *     in its ring; a run of the wrong shape is EINVAL, nothing sent.
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -215,15 +218,22 @@ static void test_backlog(void)
 	swv_ep_close(&rx);
 }
 
+/* Two endpoints of this process on loopback, each with an inbox. */
+static void open_pair(struct swv_endpoint *rx, struct swv_endpoint *tx)
+{
+	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+	CHECK_OK(swv_ep_open(rx, lo, NULL));
+	CHECK_OK(swv_ep_attach_shm(rx));
+	CHECK_OK(swv_ep_open(tx, lo, NULL));
+	CHECK_OK(swv_ep_attach_shm(tx));
+}
+
 /* 6 */
 static void test_unchecked(void)
 {
 	struct in_addr lo = {htonl(INADDR_LOOPBACK)};
 	struct swv_endpoint rx, tx;
-	CHECK_OK(swv_ep_open(&rx, lo, NULL));
-	CHECK_OK(swv_ep_attach_shm(&rx));
-	CHECK_OK(swv_ep_open(&tx, lo, NULL));
-	CHECK_OK(swv_ep_attach_shm(&tx));
+	open_pair(&rx, &tx);
 	struct sockaddr_in to = swv_ep_sockaddr(&rx);
 	uint8_t pkt[2][64] = {{1}, {2}};
 	struct iovec v = {pkt, sizeof(pkt)};
@@ -249,6 +259,38 @@ static void test_unchecked(void)
 	CHECK_EQ(recv(fd, b, sizeof(b), 0), 64);
 	CHECK(recv(fd, b, sizeof(b), MSG_DONTWAIT) < 0);
 	close(fd);
+	swv_ep_close(&tx);
+	swv_ep_close(&rx);
+}
+
+/* 7 */
+static void test_udp_only(void)
+{
+	struct swv_endpoint rx, tx;
+	open_pair(&rx, &tx);
+	struct sockaddr_in to = swv_ep_sockaddr(&rx);
+	uint8_t pkt[100];
+	for (unsigned i = 0; i < sizeof(pkt); i++)
+		pkt[i] = (uint8_t)i;
+	struct iovec v = {pkt, sizeof(pkt)};
+	unsigned nsent = 9;
+	CHECK_EQ(swv_ep_send_udp(&tx, &to, &v, 1, 40, 2, &nsent), EINVAL); /* 3 packets */
+	CHECK_EQ(nsent, 0u);
+	CHECK_OK(swv_ep_send_udp(&tx, &to, &v, 1, 64, 2, &nsent));
+	CHECK_EQ(nsent, 2u);
+	v.iov_len = 10;
+	CHECK_OK(swv_ep_send_udp(&tx, &to, &v, 1, 10, 1, &nsent));
+	CHECK_EQ(nsent, 1u);
+	static const size_t want[] = {64, 36, 10};
+	uint8_t b[128];
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_EQ(recv(rx.fd, b, sizeof(b), 0), (ssize_t)want[i]);
+		CHECK_EQ(b[0], i == 1 ? 64 : 0);
+	}
+	CHECK(recv(rx.fd, b, sizeof(b), MSG_DONTWAIT) < 0);
+	struct swv_rx_pkt got[4];
+	CHECK_EQ(swv_shm_rx_take(rx.shm, got, 4), 0);
+	swv_shm_rx_release(rx.shm);
 	swv_ep_close(&tx);
 	swv_ep_close(&rx);
 }
@@ -284,5 +326,6 @@ int main(void)
 	swvt_rc_pair_close(&a, &b);
 	test_backlog();
 	test_unchecked();
+	test_udp_only();
 	return 0;
 }
