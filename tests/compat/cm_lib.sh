@@ -21,10 +21,10 @@ cm_pair_once() {
 	shift
 	cli=("$@")
 	local crc=0 src=0
-	timeout "$to" "$SWVERBS_RUN" "${srv[@]}" >"$TMP/$name.server" 2>&1 &
+	bounded "$to" "$TMP/$name.server" "${srv[@]}" &
 	local spid=$!
 	wait_cm_port "$port" 30 || echo "*** server never listened on UDP $port ***" >>"$TMP/$name.server"
-	timeout "$to" "$SWVERBS_RUN" "${cli[@]}" >"$TMP/$name.client" 2>&1 || crc=$?
+	bounded "$to" "$TMP/$name.client" "${cli[@]}" || crc=$?
 	wait $spid || src=$?
 	PAIR_SRV="${srv[*]}" PAIR_CLI="${cli[*]}" PAIR_SRC=$src PAIR_CRC=$crc
 	[ $crc -eq 0 ] && [ $src -eq 0 ]

@@ -137,6 +137,53 @@ clock_retry() {
 	done
 }
 
+# bounded TIMEOUT OUT CMD...: run CMD under swverbs-run, output to OUT, as timeout(1)
+# would (124 when it had to be killed) -- but a process still running at TIMEOUT first
+# gets its swverbs state (swverbs-stat) and every thread's stack (gdb, when installed)
+# appended to OUT, so that a hang seen once in CI says where it hung.
+bounded() {
+	local to=$1 out=$2
+	shift 2
+	"$SWVERBS_RUN" "$@" >"$out" 2>&1 &
+	local pid=$! rc=0
+	(
+		sleep "$to" &
+		s=$!
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		wait $s
+		kill -0 $pid 2>/dev/null || exit 0
+		touch "$out.hung"
+		{
+			echo "*** still running after ${to} s (pid $pid): swverbs state and stacks ***"
+			"$(dirname "$SWVERBS_RUN")/swverbs-stat" -p $pid 2>&1
+			if command -v gdb >/dev/null; then
+				timeout 60 gdb -p $pid -batch -ex 'thread apply all bt' 2>&1 |
+					grep -Ev '^(\[New LWP|warning:)'
+			else
+				echo "(no gdb here: no stacks)"
+			fi
+		} >>"$out.diag"
+		kill $pid 2>/dev/null
+		sleep 5
+		kill -9 $pid 2>/dev/null
+	) >/dev/null 2>&1 &
+	local wd=$! old
+	# A test killed meanwhile takes CMD with it, as timeout(1) passes the signal on.
+	old=$(trap -p TERM)
+	trap 'kill $pid $wd 2>/dev/null; exit 143' TERM
+	wait $pid || rc=$?
+	trap - TERM
+	[ -n "$old" ] && eval "$old"
+	kill $wd 2>/dev/null
+	wait $wd 2>/dev/null
+	if [ -e "$out.hung" ]; then
+		cat "$out.diag" >>"$out" 2>/dev/null
+		rm -f "$out.hung" "$out.diag"
+		return 124
+	fi
+	return $rc
+}
+
 # pair_once NAME TIMEOUT SERVER_CMD... -- CLIENT_CMD...: one run of pair; 0 if both
 # exited 0. Leaves the commands and exit codes in PAIR_SRV/PAIR_CLI/PAIR_SRC/PAIR_CRC.
 pair_once() {
@@ -146,14 +193,14 @@ pair_once() {
 	while [ "$1" != "--" ]; do srv+=("$1"); shift; done
 	shift
 	cli=("$@")
-	timeout "$to" "$SWVERBS_RUN" "${srv[@]}" >"$TMP/$name.server" 2>&1 &
+	bounded "$to" "$TMP/$name.server" "${srv[@]}" &
 	local spid=$!
 	# PAIR_PORT=N pair ...: start the client once the server listens on N (never after a
 	# fixed sleep: a server starting on a loaded machine can take longer than any).
 	[ -n "${PAIR_PORT:-}" ] || fail "$name: pair needs PAIR_PORT, the server's port"
 	wait_port "$PAIR_PORT" 30 || true
 	local crc=0 src=0
-	timeout "$to" "$SWVERBS_RUN" "${cli[@]}" >"$TMP/$name.client" 2>&1 || crc=$?
+	bounded "$to" "$TMP/$name.client" "${cli[@]}" || crc=$?
 	wait $spid || src=$?
 	PAIR_SRV="${srv[*]}" PAIR_CLI="${cli[*]}" PAIR_SRC=$src PAIR_CRC=$crc
 	[ $crc -eq 0 ] && [ $src -eq 0 ]
