@@ -277,6 +277,7 @@ static void *progress_main(void *arg)
 	uint64_t next = UINT64_MAX; /* earliest timer or kicked deadline */
 	bool muted = false;	    /* sockets out of the epoll set (mute_update) */
 	unsigned held = 0;	    /* looks in a row that found the lease held (mute_update) */
+	uint64_t spin_until = 0;    /* poll the inboxes without sleeping until then */
 
 	for (;;) {
 		uint64_t sleep_to = mute_update(pr, &muted, &held, next);
@@ -300,8 +301,15 @@ static void *progress_main(void *arg)
 		/* Unmuted, the thread is the inboxes' only reader: ask senders for a doorbell
 		 * before sleeping (muted, a driver polls them and no doorbell is wanted). */
 		bool armed = !muted && !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
-		if (armed && shm_arm_all(pr, true))
+		/* Shortly after inbox traffic, poll instead: a doorbell costs the sender a
+		 * system call and this thread a wake-up (docs/design.md, "The thread polls a
+		 * while before it sleeps"). */
+		if (armed && spin_until && swv_now_ns() < spin_until) {
+			armed = false;
 			sleep_to = 0;
+		} else if (armed && shm_arm_all(pr, true)) {
+			sleep_to = 0;
+		}
 		int n = wait_events(pr, evs, sleep_to);
 		if (armed)
 			(void)shm_arm_all(pr, false);
@@ -371,8 +379,10 @@ static void *progress_main(void *arg)
 			for (unsigned i = 0; i < np; i++)
 				got += (unsigned)rx_shm(pr, pr->eps[i], st, &pr->rx_calls_thread,
 							RX_ROUNDS);
-			if (got)
+			if (got) {
 				rx_hot(pr, now);
+				spin_until = now + SWV_PROGRESS_SPIN_NS;
+			}
 		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, flush_held(pr, now));

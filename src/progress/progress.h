@@ -258,6 +258,7 @@ int swv_progress_settle(struct swv_progress *pr, bool release_held);
  * Never call it while holding a QP or CQ lock. */
 #define SWV_PROGRESS_HOT_NS	 1000000ull /* packets "expected soon" after one came */
 #define SWV_PROGRESS_LEASE_NS	 100000ull /* a driver's lease: the thread's takeover delay */
+#define SWV_PROGRESS_SPIN_NS	 50000ull /* after inbox traffic: poll before sleeping */
 #define SWV_PROGRESS_BUSY_GAP_NS 50000ull   /* passes closer than this are a tight loop */
 /* A muted thread looks at a lease its holder keeps renewing less and less often, at
  * most every lease << SWV_PROGRESS_LEASE_STRETCH (800 us): the longest it takes to

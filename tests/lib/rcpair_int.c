@@ -14,6 +14,13 @@ struct swv_endpoint *swvt_rc_ep(const struct swvt_rc_side *s)
 	return &to_swv_ctx(s->ctx)->ports[0]->ep;
 }
 
+clockid_t swvt_rc_progress_clock(const struct swvt_rc_side *s)
+{
+	clockid_t c;
+	CHECK_OK(pthread_getcpuclockid(to_swv_ctx(s->ctx)->progress.thread, &c));
+	return c;
+}
+
 struct swv_shm_stats swvt_rc_shm_stats(const struct swvt_rc_side *s)
 {
 	struct swv_shm_stats st;

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "link/endpoint.h"
 #include "link/shm.h"
@@ -15,6 +16,8 @@
 
 /* Port 1's endpoint of s's context. */
 struct swv_endpoint *swvt_rc_ep(const struct swvt_rc_side *s);
+/* The CPU-time clock of s's context's progress thread. */
+clockid_t swvt_rc_progress_clock(const struct swvt_rc_side *s);
 /* The counts of that endpoint's intra-host link (it must have one). */
 struct swv_shm_stats swvt_rc_shm_stats(const struct swvt_rc_side *s);
 /* One RC packet of opcode op (SWV_OP_WRITE_ONLY or SWV_OP_READ_REQUEST) flagged placed,

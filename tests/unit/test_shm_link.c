@@ -19,13 +19,18 @@
  *  7. A UDP-only send (swv_ep_send_udp, the same run after that answer) takes UDP even
  *     towards a destination with an inbox: one datagram per packet at its socket, nothing
  *     in its ring; a run of the wrong shape is EINVAL, nothing sent.
+ *  8. After inbox traffic the receiving progress thread polls for a while instead of
+ *     sleeping (SWV_PROGRESS_SPIN_NS), then sleeps: over an idle 300 ms afterwards it
+ *     uses a small part of a CPU (a thread that polled on would use most of one).
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -88,6 +93,34 @@ static void test_traffic(struct swvt_rc_side *a, struct swvt_rc_side *b)
 	CHECK_EQ(atomic_load(&ea->udp_tx), udp_a); /* not one datagram */
 	CHECK_EQ(atomic_load(&eb->udp_tx), udp_b);
 	CHECK_EQ(sb.rx_corrupt, 0);
+}
+
+/* 8 */
+static uint64_t cpu_ns(clockid_t c)
+{
+	struct timespec ts;
+	CHECK_OK(clock_gettime(c, &ts));
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_spin_ends(struct swvt_rc_side *a, struct swvt_rc_side *b)
+{
+	clockid_t cb = swvt_rc_progress_clock(b);
+	for (int i = 0; i < 100; i++) { /* b's thread takes each WRITE from its inbox */
+		post(a, IBV_WR_RDMA_WRITE, 0, 64, b);
+		wait_wc(a->cq, IBV_WC_RDMA_WRITE);
+	}
+	/* Well past the spin: a window of wall time that a sleeping thread does not use. */
+	struct timespec gap = {.tv_nsec = 20 * 1000000};
+	nanosleep(&gap, NULL);
+	uint64_t c0 = cpu_ns(cb), w0 = swv_now_ns();
+	struct timespec idle = {.tv_nsec = 300 * 1000000};
+	nanosleep(&idle, NULL);
+	uint64_t used = cpu_ns(cb) - c0, wall = swv_now_ns() - w0;
+	if (used * 10 >= wall)
+		fprintf(stderr, "progress thread used %llu of %llu ns idle\n",
+			(unsigned long long)used, (unsigned long long)wall);
+	CHECK(used * 10 < wall);
 }
 
 /* 2: a third endpoint of this process writes nonsense into its ring of b's inbox. */
@@ -323,6 +356,7 @@ int main(void)
 	test_traffic(&a, &b);
 	test_corrupt(&a, &b);
 	test_udp_destination(&a);
+	test_spin_ends(&a, &b);
 	swvt_rc_pair_close(&a, &b);
 	test_backlog();
 	test_unchecked();
