@@ -543,11 +543,17 @@ static int udp_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, cons
 	return fault_send(ep, dst, iov, iovcnt, total);
 }
 
+/* The arguments every one-datagram send needs. */
+static inline bool dgram_ok(const struct swv_endpoint *ep, const struct sockaddr_in *dst,
+			    const struct iovec *iov, int iovcnt)
+{
+	return ep && ep->is_open && dst && iov && iovcnt > 0 && iovcnt <= EP_MAX_IOV;
+}
+
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt)
 {
-	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
-			 iovcnt > EP_MAX_IOV))
+	if (swv_unlikely(!dgram_ok(ep, dst, iov, iovcnt)))
 		return EINVAL;
 	if (ep->shm) {
 		struct swv_shm_peer *p = swv_shm_route(ep->shm, dst);
@@ -834,15 +840,21 @@ int swv_ep_send_udp(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
 		    unsigned *nsent)
 {
+	unsigned dummy;
+	if (!nsent)
+		nsent = &dummy;
 	*nsent = 0;
+	if (nseg == 1) { /* one datagram: seg_size is not looked at, as on the ring */
+		if (swv_unlikely(!dgram_ok(ep, dst, iov, iovcnt)))
+			return EINVAL;
+		int rc = udp_send(ep, dst, iov, iovcnt);
+		*nsent = rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS ? 0 : 1;
+		return rc;
+	}
 	size_t total;
 	if (run_shape(ep, dst, iov, iovcnt, seg_size, nseg, &total))
 		return EINVAL;
-	if (nseg > 1)
-		return udp_send_run(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
-	int rc = udp_send(ep, dst, iov, iovcnt);
-	*nsent = rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS ? 0 : 1;
-	return rc;
+	return udp_send_run(ep, dst, iov, iovcnt, seg_size, nseg, total, nsent);
 }
 
 void swv_ep_enable_gro(struct swv_endpoint *ep)

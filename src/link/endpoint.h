@@ -122,7 +122,8 @@ int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 
 /* Send nseg packets (as swv_ep_send_gso) by UDP only, with no look at the intra-host
  * link: for a sender that just learnt from swv_ep_send_ring that dst is not reached
- * through it (one route lookup per run). Results as swv_ep_send_gso's. */
+ * through it (one route lookup per run). Results as swv_ep_send_gso's, but one packet
+ * (nseg 1) is sent whatever seg_size says, as swv_ep_send_ring sends it. */
 int swv_ep_send_udp(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		    const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
 		    unsigned *nsent);

@@ -281,9 +281,16 @@ static void *progress_main(void *arg)
 
 	for (;;) {
 		uint64_t sleep_to = mute_update(pr, &muted, &held, next);
+		bool norx = atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+		/* Shortly after inbox traffic, unmuted, poll instead of sleeping: a doorbell
+		 * costs the sender a system call and this thread a wake-up (docs/design.md,
+		 * "The thread polls a while before it sleeps"). Announced as no sleep, so
+		 * that no kicker or arm pays a system call to wake a thread that polls. */
+		bool spin = !muted && !norx && spin_until && swv_now_ns() < spin_until;
+		if (spin)
+			sleep_to = 0;
 		/* Muted by a lease, the thread leaves the timers to its holder (timers_due). */
-		bool own_timers =
-		    !muted || atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
+		bool own_timers = !muted || norx;
 		/* Announce the deadline we will sleep to, then look at 'pending' (and at
 		 * 'timers_due' when the timers are ours): a kicker or arm either sees our
 		 * sleep_until (and wakes us) or we see its deadline (seq_cst on both sides). */
@@ -300,16 +307,9 @@ static void *progress_main(void *arg)
 			break;
 		/* Unmuted, the thread is the inboxes' only reader: ask senders for a doorbell
 		 * before sleeping (muted, a driver polls them and no doorbell is wanted). */
-		bool armed = !muted && !atomic_load_explicit(&pr->test_norx, memory_order_relaxed);
-		/* Shortly after inbox traffic, poll instead: a doorbell costs the sender a
-		 * system call and this thread a wake-up (docs/design.md, "The thread polls a
-		 * while before it sleeps"). */
-		if (armed && spin_until && swv_now_ns() < spin_until) {
-			armed = false;
+		bool armed = !muted && !norx && !spin;
+		if (armed && shm_arm_all(pr, true))
 			sleep_to = 0;
-		} else if (armed && shm_arm_all(pr, true)) {
-			sleep_to = 0;
-		}
 		int n = wait_events(pr, evs, sleep_to);
 		if (armed)
 			(void)shm_arm_all(pr, false);
@@ -386,7 +386,9 @@ static void *progress_main(void *arg)
 		}
 		now = swv_now_ns();
 		next = SWV_MIN(next, flush_held(pr, now));
-		run_timers(pr, now);
+		/* A polling pass scans the QPs' timers only when one is due (timers_due). */
+		if (!spin || atomic_load(&pr->timers_due) <= now)
+			run_timers(pr, now);
 
 		/* Release: what this iteration did with an endpoint (a receive from its
 		 * socket) happens before a swv_progress_quiesce that sees the new value

@@ -144,12 +144,15 @@ clock_retry() {
 bounded() {
 	local to=$1 out=$2
 	shift 2
-	"$SWVERBS_RUN" "$@" >"$out" 2>&1 &
+	# A background job of a shell without job control starts with SIGINT and SIGQUIT
+	# ignored; timeout(1) gave the program the defaults, and so does this.
+	env --default-signal=INT,QUIT "$SWVERBS_RUN" "$@" >"$out" 2>&1 &
 	local pid=$! rc=0
 	(
+		s=
+		trap '[ -n "$s" ] && kill $s 2>/dev/null; exit 0' TERM
 		sleep "$to" &
 		s=$!
-		trap 'kill $s 2>/dev/null; exit 0' TERM
 		wait $s
 		kill -0 $pid 2>/dev/null || exit 0
 		touch "$out.hung"
@@ -164,7 +167,9 @@ bounded() {
 			fi
 		} >>"$out.diag"
 		kill $pid 2>/dev/null
-		sleep 5
+		sleep 5 & # in the background: the TERM of a caller whose wait ended ends it
+		s=$!
+		wait $s
 		kill -9 $pid 2>/dev/null
 	) >/dev/null 2>&1 &
 	local wd=$! old
