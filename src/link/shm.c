@@ -1257,6 +1257,16 @@ void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st)
 	st->direct_fallback = atomic_load_explicit(&sp->direct_fallback, memory_order_relaxed);
 	st->direct_corrupt = atomic_load_explicit(&sp->direct_corrupt, memory_order_relaxed);
 	st->dt_waits = atomic_load_explicit(&sp->dt_waits, memory_order_relaxed);
+	struct shm_hdr *h = sp->inbox;
+	st->armed = atomic_load_explicit(&h->sleeping, memory_order_relaxed) != 0;
+	unsigned nc = atomic_load_explicit(&h->nclaimed, memory_order_acquire);
+	for (unsigned i = 0; i < nc && i < SWV_SHM_SLOTS; i++) {
+		struct shm_slot *sl = slot_at(h, i);
+		uint64_t head = atomic_load_explicit(&sl->head, memory_order_relaxed);
+		uint64_t tail = atomic_load_explicit(&sl->tail, memory_order_acquire);
+		if (tail > head)
+			st->rx_backlog += tail - head;
+	}
 }
 
 /* ---- direct placement (single copy) ---- */

@@ -169,6 +169,11 @@ struct swv_shm_stats {
 	uint64_t evictions; /* routes given to another destination (the table was full) */
 	uint64_t direct_tx, direct_rd, direct_fallback, direct_corrupt, dt_waits;
 	unsigned peers; /* table entries (destinations, misses included) */
+	/* The inbox now: bytes senders published and its reader has not given back yet,
+	 * and whether it asks senders for a doorbell (its reader said it sleeps). Records
+	 * waiting while the reader sleeps unarmed would be a lost wake-up. */
+	uint64_t rx_backlog;
+	bool armed;
 };
 void swv_shm_get_stats(const struct swv_shm_port *sp, struct swv_shm_stats *st);
 

@@ -138,6 +138,7 @@ struct ctx_snap {
 	uint32_t netdev_flags;
 	uint64_t rx_packets, rx_bad_crc, rx_malformed, rx_no_qp, bad_pkey, iterations;
 	uint64_t rx_calls_thread, rx_calls_app, wakeups;
+	bool muted, asleep; /* the progress thread: sockets out of its set; in its wait */
 	struct ep_snap ep[SWV_MAX_QP_PORTS];
 	unsigned nep;
 	struct qp_snap *qp;
@@ -234,6 +235,8 @@ static void snap_ctx(struct ctx_snap *s, struct swv_context *ctx)
 	s->rx_calls_thread = atomic_load_explicit(&pr->rx_calls_thread, memory_order_relaxed);
 	s->rx_calls_app = atomic_load_explicit(&pr->rx_calls_app, memory_order_relaxed);
 	s->wakeups = atomic_load_explicit(&pr->wakeups, memory_order_relaxed);
+	s->muted = atomic_load_explicit(&pr->muted, memory_order_relaxed);
+	s->asleep = atomic_load_explicit(&pr->sleep_until, memory_order_relaxed) != 0;
 	s->bad_pkey = atomic_load_explicit(&ctx->bad_pkey_cntr, memory_order_relaxed);
 
 	/* The endpoints' receive statistics are plain fields of whoever receives, i.e.
@@ -449,11 +452,19 @@ static void json_ctx(struct sbuf *b, const struct ctx_snap *s)
 	    U(t.auth_bad), U(t.psn_dropped), U(t.truncated), U(t.gro_excess), U(t.shm_corrupt));
 	sb_printf(b,
 		  "\"progress\":{\"iterations\":%llu,\"rx_calls_thread\":%llu,"
-		  "\"rx_calls_app\":%llu,\"wakeups\":%llu},\"sockets\":[",
-		  U(s->iterations), U(s->rx_calls_thread), U(s->rx_calls_app), U(s->wakeups));
-	for (unsigned i = 0; i < s->nep; i++)
-		sb_printf(b, "%s{\"udp_port\":%u,\"intra_host_link\":%s}", i ? "," : "",
-			  s->ep[i].port, s->ep[i].shm ? "true" : "false");
+		  "\"rx_calls_app\":%llu,\"wakeups\":%llu,\"muted\":%s,\"asleep\":%s},"
+		  "\"sockets\":[",
+		  U(s->iterations), U(s->rx_calls_thread), U(s->rx_calls_app), U(s->wakeups),
+		  s->muted ? "true" : "false", s->asleep ? "true" : "false");
+	for (unsigned i = 0; i < s->nep; i++) {
+		const struct ep_snap *e = &s->ep[i];
+		sb_printf(b, "%s{\"udp_port\":%u,\"intra_host_link\":%s", i ? "," : "", e->port,
+			  e->shm ? "true" : "false");
+		if (e->shm)
+			sb_printf(b, ",\"inbox_backlog\":%llu,\"inbox_armed\":%s",
+				  U(e->shm_st.rx_backlog), e->shm_st.armed ? "true" : "false");
+		sb_printf(b, "}");
+	}
 	sb_printf(b, "],\"qps\":[");
 	for (size_t i = 0; i < s->nqp; i++) {
 		const struct qp_snap *q = &s->qp[i];
@@ -575,6 +586,13 @@ static void text_ctx(struct sbuf *b, const struct ctx_snap *s)
 	    "mac %llu psn-window %llu duplicate %llu truncated %llu\n",
 	    U(s->rx_bad_crc), U(s->rx_malformed), U(s->rx_no_qp), U(s->bad_pkey), U(t.src_state),
 	    U(t.auth_bad), U(t.psn_dropped), U(t.duplicates), U(t.truncated + t.gro_excess));
+	sb_printf(b, "    progress thread: %s%s\n", s->asleep ? "asleep" : "running",
+		  s->muted ? ", muted (an application thread receives)" : "");
+	for (unsigned i = 0; i < s->nep; i++)
+		if (s->ep[i].shm)
+			sb_printf(b, "    inbox of port %u: %llu bytes not yet taken, %s\n",
+				  s->ep[i].port, U(s->ep[i].shm_st.rx_backlog),
+				  s->ep[i].shm_st.armed ? "armed" : "not armed");
 	if (s->nqp) {
 		sb_printf(b, "    %-8s %-4s %-5s %-21s %-8s %-8s %-8s %5s %5s %7s %6s %6s %7s\n",
 			  "QPN", "TYPE", "STATE", "PEER", "PEER-QPN", "SQ-PSN", "EXP-PSN", "SQ",

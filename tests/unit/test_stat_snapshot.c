@@ -3,11 +3,15 @@
  *  - Two contexts; on one an RC pair with traffic, a UC QP, a UD QP, a QP on an SRQ, a
  *    QP in RESET and a counter attached for two ops: the JSON parses (python3's json
  *    module) and says what was built (types, states, peers, counter value and op mask,
- *    CQ depth and fill); the text table names every QP.
+ *    CQ depth and fill, the progress thread's state, each inbox's backlog and armed
+ *    flag); the text table names every QP, the thread's state and the inboxes.
  *  - The socket answers a client of the same uid and, when the test runs as root, gives a
  *    client of another uid nothing; after the last close the socket is gone.
  */
 #include <pthread.h>
+#include <string.h>
+#include <stdlib.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -45,6 +49,13 @@ static const char checker[] =
     "cq=c[\"cqs\"][q[rc_a][\"send_cq\"]]\n"
     "assert cq[\"cqe\"]>=64 and cq[\"used\"]==1, cq\n"
     "assert c[\"port\"][\"state\"]==\"ACTIVE\" and c[\"port\"][\"rx_packets\"]>0\n"
+    "g=c[\"progress\"]\n"
+    "assert type(g[\"muted\"]) is bool and type(g[\"asleep\"]) is bool, g\n"
+    "s=c[\"sockets\"]\n"
+    "assert s and all((\"inbox_backlog\" in e)==e[\"intra_host_link\"] for e in s), s\n"
+    "assert all(type(e[\"inbox_backlog\"]) is int and type(e[\"inbox_armed\"]) is bool\n"
+    "           for e in s if e[\"intra_host_link\"]), s\n"
+    "assert int(sys.argv[9])==any(e[\"intra_host_link\"] for e in s), s\n"
     "assert "
     "set(c[\"port\"][\"drops\"])>={\"bad_crc\",\"malformed\",\"unknown_qp\",\"bad_pkey\",\"source_"
     "or_state\",\"psn_window\"}\n";
@@ -194,9 +205,12 @@ int main(void)
 	js = swv_stat_snapshot(1, &len);
 	CHECK_PTR(js);
 	char cmd[8192];
-	snprintf(cmd, sizeof(cmd), "python3 -c '%s' %d %u %u %u %u %u %u %u", checker,
+	/* the intra-host link is on unless switched off (docs/design.md) */
+	const char *shm_env = getenv("SWVERBS_SHM");
+	bool shm = !shm_env || strcmp(shm_env, "0");
+	snprintf(cmd, sizeof(cmd), "python3 -c '%s' %d %u %u %u %u %u %u %u %d", checker,
 		 (int)getpid(), a->qp_num, b->qp_num, uc->qp_num, ud->qp_num, sq->qp_num,
-		 rs->qp_num, cnt->handle);
+		 rs->qp_num, cnt->handle, shm);
 	FILE *f = popen(cmd, "w");
 	CHECK(f != NULL);
 	CHECK_EQ(fwrite(js, 1, len, f), len);
@@ -216,6 +230,8 @@ int main(void)
 		CHECK(strstr(tx, q) != NULL);
 	}
 	CHECK(strstr(tx, "ops SEND|RDMA_WRITE") != NULL);
+	CHECK(strstr(tx, "progress thread: ") != NULL);
+	CHECK((strstr(tx, "inbox of port ") != NULL) == shm);
 	free(tx);
 
 	/* over the socket: a client of this uid gets the same kind of answer */
