@@ -277,8 +277,10 @@ void swv_progress_release(struct swv_progress *pr);
  * SWV_CNTR_READ_STILL reads). */
 static inline bool swv_progress_maybe_wanted(struct swv_progress *pr)
 {
-	return atomic_load_explicit(&pr->sq_outstanding, memory_order_relaxed) > 0 ||
-	       atomic_load_explicit(&pr->rx_hot_until, memory_order_relaxed) != 0;
+	/* One test of both words (a counter read is this and a load): a count below 0,
+	 * which a retire racing its add can show for a moment, costs one pass at most. */
+	uint64_t sq = (uint64_t)atomic_load_explicit(&pr->sq_outstanding, memory_order_relaxed);
+	return (sq | atomic_load_explicit(&pr->rx_hot_until, memory_order_relaxed)) != 0;
 }
 
 /* Send WQEs queued (+n) or retired/dropped (-n) on a QP of the context (qp->lock held). */
