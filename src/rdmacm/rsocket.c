@@ -18,6 +18,7 @@
 #include <rdma/rdma_cma.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -661,9 +662,19 @@ CM_EXPORT int rclose(int socket)
 		/* Let the queued data and the FIN reach the peer before the QP goes. */
 		for (int i = 0; i < 200 && r->s_out > 0 && !r->err; i++) {
 			rs_reap_send(r);
+			rs_check_cm(r); /* a peer that left takes nothing more */
+			if (r->state == RS_DEAD)
+				break;
 			if (r->s_out > 0)
 				rs_wait(r, r->scq, r->scc);
 		}
+		/* A stream that closes with data its live peer may not have: say so, since
+		 * the program cannot learn it any more (close returns 0, as for a socket). */
+		if (r->state != RS_DEAD && (r->s_out > 0 || r->err))
+			fprintf(stderr,
+				"swverbs rsocket %d: closed with %d sends not acknowledged (%s): the "
+				"peer may not have all the data\n",
+				socket, r->s_out, r->err ? strerror(r->err) : "timed out");
 		rdma_disconnect(r->id);
 	}
 	pthread_mutex_lock(&rs_tab_lock);
