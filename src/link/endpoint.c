@@ -568,8 +568,7 @@ int swv_ep_send_ring(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		     unsigned *nsent)
 {
 	*nsent = 0;
-	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
-			 iovcnt > EP_MAX_IOV || !nseg || nseg > SWV_EP_GSO_MAX_SEGS))
+	if (swv_unlikely(!dgram_ok(ep, dst, iov, iovcnt) || !nseg || nseg > SWV_EP_GSO_MAX_SEGS))
 		return EINVAL;
 	struct swv_shm_peer *p = ep->shm ? swv_shm_route(ep->shm, dst) : NULL;
 	if (!p)
@@ -799,8 +798,7 @@ static int run_shape(const struct swv_endpoint *ep, const struct sockaddr_in *ds
 		     const struct iovec *iov, int iovcnt, size_t seg_size, unsigned nseg,
 		     size_t *total)
 {
-	if (swv_unlikely(!ep || !ep->is_open || !dst || !iov || iovcnt <= 0 ||
-			 iovcnt > EP_MAX_IOV || !seg_size || !nseg ||
+	if (swv_unlikely(!dgram_ok(ep, dst, iov, iovcnt) || !seg_size || !nseg ||
 			 nseg > SWV_EP_GSO_MAX_SEGS || seg_size > UINT16_MAX))
 		return EINVAL;
 	size_t t = 0;
@@ -848,7 +846,7 @@ int swv_ep_send_udp(struct swv_endpoint *ep, const struct sockaddr_in *dst,
 		if (swv_unlikely(!dgram_ok(ep, dst, iov, iovcnt)))
 			return EINVAL;
 		int rc = udp_send(ep, dst, iov, iovcnt);
-		*nsent = rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS ? 0 : 1;
+		*nsent = swv_ep_left(rc);
 		return rc;
 	}
 	size_t total;

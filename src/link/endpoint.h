@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -110,6 +111,13 @@ static inline struct sockaddr_in swv_ep_sockaddr(const struct swv_endpoint *ep)
  * (link/shm.h), with the same results (EAGAIN for a full ring). */
 int swv_ep_send(struct swv_endpoint *ep, const struct sockaddr_in *dst, const struct iovec *iov,
 		int iovcnt);
+
+/* Whether a one-datagram send's result means the packet left: a full socket (EAGAIN,
+ * ENOBUFS) kept it, any other error lost it on the way, as a link loses datagrams. */
+static inline bool swv_ep_left(int rc)
+{
+	return rc != EAGAIN && rc != EWOULDBLOCK && rc != ENOBUFS;
+}
 
 /* Send nseg packets (as swv_ep_send_gso: seg_size each but the last; one packet with
  * nseg 1) only if dst is reached through the intra-host link: ENOTCONN, nothing sent,

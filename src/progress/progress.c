@@ -289,6 +289,8 @@ static void *progress_main(void *arg)
 		bool spin = !muted && !norx && spin_until && swv_now_ns() < spin_until;
 		if (spin)
 			sleep_to = 0;
+		else
+			spin_until = 0; /* lapsed (or muted): no clock read until traffic again */
 		/* Muted by a lease, the thread leaves the timers to its holder (timers_due). */
 		bool own_timers = !muted || norx;
 		/* Announce the deadline we will sleep to, then look at 'pending' (and at

@@ -164,23 +164,17 @@ int swv_txrun_send(struct swv_txrun *r, unsigned *nsent)
 	 * answer it provoked (transport/receive.c, swv_qp_rx_batch). */
 	if (r->qp->resp && r->qp->resp->ack_pending)
 		swv_resp_flush_ack(r->qp);
-	int rc;
-	if (r->unsealed) {
-		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, SWV_XMIT_RING,
+	enum swv_xmit_path path = r->unsealed ? SWV_XMIT_RING : SWV_XMIT_ANY;
+	int rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, path, nsent);
+	if (rc == ENOTCONN && path == SWV_XMIT_RING) {
+		seal(r);
+		rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, SWV_XMIT_UDP,
 				 nsent);
-		if (rc == ENOTCONN) {
-			seal(r);
-			rc = swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n,
-					 SWV_XMIT_UDP, nsent);
-		}
-	} else {
-		rc =
-		    swv_qp_xmit(r->qp, r->to, r->iov, r->iovcnt, r->seg, r->n, SWV_XMIT_ANY, nsent);
 	}
 	if (swv_likely(!rc))
 		return 0;
-	if (rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS)
-		return EAGAIN;
+	if (!swv_ep_left(rc))
+		return EAGAIN; /* a full socket or ring: retry later */
 	/* Anything else is a lost packet: the reliability protocol recovers it (an RC
 	 * requester's ACK timeout, a dead path ending in RETRY_EXC_ERR), as on a real link;
 	 * an unreliable service does not report it. */

@@ -1,6 +1,4 @@
 /* swv_qp_xmit: the link boundary of the transmit path (transport/txrun.h). */
-#include <errno.h>
-
 #include "core/qp.h"
 #include "link/endpoint.h"
 #include "transport/qp_transport.h"
@@ -23,7 +21,6 @@ int swv_qp_xmit(struct swv_qp *qp, const struct sockaddr_in *to, const struct io
 	if (npkts >= 2)
 		return swv_ep_send_gso(qp->ep, to, iov, iovcnt, seg, npkts, nsent);
 	int rc = swv_ep_send(qp->ep, to, iov, iovcnt);
-	/* as swv_ep_send_gso counts a packet lost on the way: it left */
-	*nsent = rc == EAGAIN || rc == EWOULDBLOCK || rc == ENOBUFS ? 0 : 1;
+	*nsent = swv_ep_left(rc); /* as swv_ep_send_gso counts a packet lost on the way */
 	return rc;
 }
